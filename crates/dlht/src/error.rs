@@ -1,0 +1,38 @@
+//! Errors: what can go wrong without anything being lost.
+
+use core::fmt;
+
+/// Why a map could not be created or grown. The map is unchanged when one
+/// of these is returned: no key was lost, no operation half-done.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Error {
+    /// The requested capacity does not fit the index format (more than
+    /// 2^29 bins, a 32 GiB index) or overflows the address space.
+    CapacityOverflow,
+    /// The operating system refused memory for the index.
+    AllocFailed {
+        /// Bytes requested.
+        bytes: usize,
+    },
+    /// More keys hash into one bin than a bin can hold (15), and growing the
+    /// index cannot separate them: the hash function maps distinct keys to
+    /// one hash. Only possible with a degenerate `BuildHasher`, such as the
+    /// modulo hasher fed keys that are equal modulo 2^31.
+    BinOverflow,
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::CapacityOverflow => write!(f, "requested capacity is too large for a dlht index"),
+            Error::AllocFailed { bytes } => write!(f, "could not allocate {bytes} bytes for a dlht index"),
+            Error::BinOverflow => write!(
+                f,
+                "more than 15 keys share one bin even at the largest index size; the hash function does not separate them"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for Error {}

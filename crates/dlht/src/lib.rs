@@ -1,0 +1,91 @@
+//! # dlht — the Dandelion Hashtable
+//!
+//! A concurrent in-memory hash map after *DLHT: A Non-blocking Resizable
+//! Hashtable with Fast Deletes and Memory-awareness* (HPDC '24). Most
+//! requests touch one 64-byte cache line, deletes free their slot at once,
+//! and the index grows without stopping the world.
+//!
+//! ## Usage
+//!
+//! ```
+//! use dlht::Map;
+//!
+//! let m: Map<u64, u64> = Map::with_capacity(1 << 10);
+//! assert_eq!(m.insert(1, 100), Ok(()));      // insert-if-absent
+//! assert_eq!(m.insert(1, 200), Err(100));    // already there: nothing changes
+//! assert_eq!(m.put(1, 101), Some(100));      // update-if-present
+//! assert_eq!(m.put(2, 5), None);             // absent: nothing inserted
+//! assert_eq!(m.upsert(2, 5), None);          // insert or overwrite
+//! assert_eq!(m.get(&1), Some(101));
+//! assert_eq!(m.remove(&1), Some(101));
+//! assert_eq!(m.len(), 1);
+//! ```
+//!
+//! Keys and values are any type of at most 8 bytes implementing [`Inline`]
+//! (integers, floats by bits, `bool`, `char`, raw pointers); every value of
+//! such a type is storable, `0` and `u64::MAX` included.
+//!
+//! ## Layout (paper §3.1)
+//!
+//! The index is an array of bins. A bin is a 64-byte primary bucket — an
+//! 8-byte header, 8 bytes of link metadata and three 16-byte key/value
+//! slots — plus up to three link buckets of four slots each, chained from a
+//! shared array holding one link bucket per eight bins: at most 15 slots.
+//! The header packs a 32-bit version, a 2-bit bin state and a 2-bit state per
+//! slot, so every insert and remove synchronizes on one word.
+//!
+//! ## Consistency and progress
+//!
+//! Every operation is linearizable. `get` writes nothing and is lock-free;
+//! `put` and `remove` are lock-free. `insert` is lock-free except that an
+//! insert waits for a concurrent insert *of the same key* to publish its
+//! value (two instructions unless that thread is preempted). While a bin is
+//! being transferred by a resize, operations on that one bin wait; all other
+//! bins stay available, and every thread that finds the index full helps
+//! transfer it. See `docs/DESIGN.md` for the protocols, the hazards they
+//! close and the memory-ordering argument.
+//!
+//! ## Hashing
+//!
+//! [`DefaultHashBuilder`] (rapidhash, seeded per map) suits arbitrary keys;
+//! [`Modulo`] is the paper's identity hash for uniformly random keys.
+//!
+//! ## Memory
+//!
+//! Large indexes are mmapped and advised `MADV_HUGEPAGE`. Allocation
+//! failure surfaces as [`Error`] from [`Map::try_with_capacity`],
+//! [`Map::try_insert`] and [`Map::try_upsert`].
+
+#![deny(unsafe_op_in_unsafe_fn, missing_docs)]
+#![warn(clippy::undocumented_unsafe_blocks)]
+
+mod arch;
+mod error;
+mod hash;
+mod inline;
+mod map;
+mod map_core;
+mod ops;
+mod reclaim;
+mod resize;
+mod stats;
+mod sync;
+
+/// The raw index: layout types and per-bin protocols, exposed for the
+/// project's model-checking tests and benchmarks. Not a stable API.
+#[doc(hidden)]
+pub mod raw;
+
+pub use error::Error;
+pub use hash::{DefaultHashBuilder, Modulo, ModuloHasher};
+pub use inline::Inline;
+pub use map::Map;
+pub use stats::Stats;
+
+/// Per-bin protocols on a raw index, for loom models. Not a stable API.
+#[doc(hidden)]
+pub mod protocol {
+    pub use crate::ops::insert::{insert, Inserted};
+    pub use crate::ops::{get::get, put::put, remove::remove, Step};
+    pub use crate::resize::transfer::transfer_bin;
+}

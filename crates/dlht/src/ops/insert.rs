@@ -1,0 +1,131 @@
+//! Insert-if-absent (paper §3.2.2, CLHT's two-CAS algorithm), with a
+//! publication step that keeps puts off unpublished slots.
+//!
+//! I1 read the header, settle transfers.
+//! I2 scan: the key is live → return its value (validated); an insert of
+//!    the same key is pending → wait for it, restart.
+//! I3 pick the lowest Invalid slot; none → `Full`. If its bucket is not
+//!    chained, chain link bucket(s) (no link left → `Full`) and restart.
+//! I4 CAS1 the header: slot Invalid → TryInsert (fails → restart). The
+//!    CAS doubles as validation of I2: the header, hence the set of live and
+//!    pending keys of the bin, did not change since the scan.
+//! I5 fill the slot with (pending, key): not a pair any put can expect.
+//! I6 CAS2 the header: TryInsert → Valid. On failure (hazard 3): if the bin
+//!    is transferring, abandon the slot (a transfer ignores TryInsert) and
+//!    move on; else rescan — the key live or pending elsewhere → release our
+//!    slot (TryInsert → Invalid) and report / wait; otherwise retry I6 against
+//!    the new header (steps I3–I5 are not repeated).
+//! I7 publish: CAS the slot from (pending, key) to (key, value) — the
+//!    linearization point. It fails only if a transfer killed the pending
+//!    slot, and then the insert retries in the next index.
+//!
+//! Uniqueness: after I6 the bin holds the key live or pending in exactly one
+//! slot, and every insert of the same key either saw it at I2 or fails its
+//! own I6 and finds it on rescan.
+
+use super::remove::release_slot;
+use super::{scan, settle, validate, wait_pending, Scan, Step};
+use crate::arch::dwcas;
+use crate::raw::header::{BinState, SlotState};
+use crate::raw::index::{BinRef, Claimant};
+use crate::raw::link_meta::{LinkKind, SlotHome};
+
+/// Result of a finished insert.
+#[derive(Debug, PartialEq, Eq, Clone, Copy)]
+pub enum Inserted {
+    /// The key was absent and is now present with the given value.
+    New,
+    /// The key was present with this value; nothing changed.
+    Exists(u64),
+}
+
+/// Insert `key → value` if `key` is absent.
+pub fn insert(bin: &BinRef<'_>, key: u64, value: u64) -> Step<Inserted> {
+    let pending = bin.pending();
+    'restart: loop {
+        let mut h = bin.header(); // I1
+        if settle(bin, &mut h) {
+            return Step::Moved;
+        }
+        match scan(bin, h, key) {
+            // I2
+            Scan::Found { value, .. } => {
+                if validate(bin, h) {
+                    return Step::Done(Inserted::Exists(value));
+                }
+                continue 'restart;
+            }
+            Scan::Pending => {
+                wait_pending();
+                continue 'restart;
+            }
+            Scan::Absent => {}
+        }
+        let Some(slot_i) = h.first_invalid() else {
+            return Step::Full; // I3
+        };
+        if let Some(kind) = link_needed(bin, slot_i) {
+            if !bin.index.chain(bin, kind, Claimant::Insert) {
+                return Step::Full;
+            }
+            continue 'restart;
+        }
+        let claimed = h.with_slot(slot_i, SlotState::TryInsert);
+        if bin.bucket.header.cas(h, claimed).is_err() {
+            continue 'restart; // I4
+        }
+        let slot = bin.slot(&mut None, slot_i);
+        slot.fill_owned(pending, key); // I5
+        let mut cur = claimed;
+        loop {
+            match bin
+                .bucket
+                .header
+                .cas(cur, cur.with_slot(slot_i, SlotState::Valid))
+            {
+                Ok(()) => break, // I6
+                Err(found) => cur = found,
+            }
+            if cur.bin_state() != BinState::NoTransfer {
+                // The transfer ignores our TryInsert slot; the key was never
+                // visible here.
+                settle(bin, &mut cur);
+                return Step::Moved;
+            }
+            match scan(bin, cur, key) {
+                Scan::Absent => {}
+                // Lost to an insert of the same key (or waiting on one):
+                // give our slot back; the restart reports or waits for it.
+                Scan::Found { .. } | Scan::Pending => {
+                    release_slot(bin, slot_i, SlotState::TryInsert);
+                    continue 'restart;
+                }
+            }
+        }
+        return match dwcas(slot, (pending, key), (key, value)) {
+            Ok(()) => Step::Done(Inserted::New), // I7
+            Err(_) => {
+                // Killed by a transfer: nothing was published here.
+                let mut h = bin.header();
+                settle(bin, &mut h);
+                Step::Moved
+            }
+        };
+    }
+}
+
+/// The link a slot's bucket needs before it can be claimed, if not chained.
+#[inline]
+pub(crate) fn link_needed(bin: &BinRef<'_>, slot: usize) -> Option<LinkKind> {
+    let kind = match SlotHome::of(slot) {
+        SlotHome::Primary(_) => return None,
+        SlotHome::Single(_) => LinkKind::Single,
+        SlotHome::Pair(..) => LinkKind::Pair,
+    };
+    bin.bucket
+        .link_meta
+        .load()
+        .get(kind)
+        .is_none()
+        .then_some(kind)
+}

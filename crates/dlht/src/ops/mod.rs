@@ -1,0 +1,112 @@
+//! The per-bin protocols (paper §3.2), one per file, on a single index.
+//!
+//! Each returns a [`Step`]: done, or "this bin was transferred: go to the
+//! next index", or (insert only) "this index must grow". The map-level
+//! driver (`map.rs`) follows `next` pointers and runs resizes.
+//!
+//! Slot contents while the header says Valid (markers: `raw::markers`):
+//!
+//! | key word | value word | meaning                                   |
+//! |----------|------------|-------------------------------------------|
+//! | user key | value      | live entry                                |
+//! | dead     | anything   | removed or transferred; header not yet cleared |
+//! | pending  | user key   | insert committed, value not yet published |
+
+pub mod get;
+pub mod insert;
+pub mod put;
+pub mod remove;
+
+use crate::raw::header::{BinState, Header, SlotState};
+use crate::raw::index::BinRef;
+use crate::raw::link_meta::LinkMeta;
+use crate::sync::{backoff, fence, Ordering};
+
+/// Outcome of one protocol step on one index.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Step<T> {
+    /// Finished, with this result.
+    Done(T),
+    /// The bin has been transferred: retry in the next index.
+    Moved,
+    /// (insert) No free slot or link bucket: grow the index, then retry.
+    Full,
+}
+
+/// What a scan of a bin's Valid slots found for a key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scan {
+    /// Live in slot `slot` with this value word.
+    Found {
+        /// Logical slot.
+        slot: usize,
+        /// Value word read.
+        value: u64,
+    },
+    /// An insert of this key has committed but not yet published its value.
+    Pending,
+    /// Not in the bin (as of the header snapshot).
+    Absent,
+}
+
+/// Scan the slots `h` shows Valid for `key`.
+///
+/// Reads the key word, then the value word of a match. The caller validates
+/// the snapshot with [`validate`] where its linearization needs it.
+#[inline(always)]
+pub fn scan(bin: &BinRef<'_>, h: Header, key: u64) -> Scan {
+    let mut lm: Option<LinkMeta> = None;
+    let pending = bin.pending();
+    for i in h.slots_in(SlotState::Valid) {
+        let slot = bin.slot(&mut lm, i);
+        let k = slot.load_key();
+        if k == key {
+            return Scan::Found {
+                slot: i,
+                value: slot.load_value(),
+            };
+        }
+        if k == pending && slot.load_value() == key {
+            return Scan::Pending;
+        }
+    }
+    Scan::Absent
+}
+
+/// Seqlock validation: true if the header is still exactly `h`, so every
+/// slot word read since `h` was loaded belongs to the incarnations `h`
+/// describes. `fence(Acquire)` orders those relaxed-or-acquire slot reads
+/// before the re-read (crossbeam's `validate_read` shape).
+#[inline(always)]
+pub fn validate(bin: &BinRef<'_>, h: Header) -> bool {
+    fence(Ordering::Acquire);
+    bin.bucket.header.load_validate() == h
+}
+
+/// Wait while the bin is InTransfer. Returns true if the bin is (now)
+/// DoneTransfer — the caller moves to the next index — or false, with the
+/// header re-read into `h`, if it is NoTransfer.
+#[inline]
+pub fn settle(bin: &BinRef<'_>, h: &mut Header) -> bool {
+    let mut spins = 0;
+    loop {
+        match h.bin_state() {
+            BinState::NoTransfer => return false,
+            BinState::DoneTransfer => return true,
+            BinState::InTransfer => {
+                backoff(&mut spins);
+                *h = bin.header();
+            }
+        }
+    }
+}
+
+/// Wait for a pending insert in the bin to publish (a few instructions
+/// unless its thread was preempted).
+#[inline]
+pub fn wait_pending() {
+    let mut spins = 0;
+    for _ in 0..4 {
+        backoff(&mut spins);
+    }
+}

@@ -1,0 +1,72 @@
+//! Remove (paper §3.2.3): free the slot at once for reuse.
+//!
+//! D1 read the header, settle transfers; D2 find the key (validated read);
+//! D3 absent: done; D4 CAS the slot from (key, v) to (dead, v) — the
+//! linearization point — retrying with the value found if a put raced;
+//! D5 CAS the header's slot state Valid → Invalid (retried across unrelated
+//! header changes; skipped if a transfer took the bin, since a transfer
+//! never copies a dead slot).
+//!
+//! The paper's remove is only D5. Killing the key first (D4) is what stops a
+//! put that read the slot earlier from CASing into a removed entry
+//! (hazard 1): after D4 the slot no longer holds (key, v).
+
+use super::{scan, settle, validate, Scan, Step};
+use crate::arch::dwcas;
+use crate::raw::header::{BinState, SlotState};
+use crate::raw::index::BinRef;
+
+/// Remove `key`; its value, or None if absent.
+#[inline]
+pub fn remove(bin: &BinRef<'_>, key: u64) -> Step<Option<u64>> {
+    'restart: loop {
+        let mut h = bin.header(); // D1
+        if settle(bin, &mut h) {
+            return Step::Moved;
+        }
+        let (slot_i, mut old) = match scan(bin, h, key) {
+            Scan::Found { slot, value } => (slot, value),
+            Scan::Pending | Scan::Absent => {
+                if validate(bin, h) {
+                    return Step::Done(None); // D3
+                }
+                continue 'restart;
+            }
+        };
+        if !validate(bin, h) {
+            continue 'restart; // D2
+        }
+        let slot = bin.slot(&mut None, slot_i);
+        let dead = bin.dead();
+        loop {
+            match dwcas(slot, (key, old), (dead, old)) {
+                Ok(()) => break, // D4
+                Err((k, v)) if k == key => old = v,
+                Err(_) => continue 'restart,
+            }
+        }
+        release_slot(bin, slot_i, SlotState::Valid);
+        return Step::Done(Some(old));
+    }
+}
+
+/// D5 (and insert's release): move slot `i` from `from` to Invalid. Only the
+/// caller can change this slot's state now, so this retries only across
+/// other slots' changes; it gives up if a transfer took the bin.
+pub(crate) fn release_slot(bin: &BinRef<'_>, i: usize, from: SlotState) {
+    let mut h = bin.header();
+    loop {
+        if h.bin_state() != BinState::NoTransfer {
+            return;
+        }
+        debug_assert_eq!(
+            h.slot(i),
+            from,
+            "dlht invariant: releasing a slot we do not own"
+        );
+        match bin.bucket.header.cas(h, h.with_slot(i, SlotState::Invalid)) {
+            Ok(()) => return,
+            Err(found) => h = found,
+        }
+    }
+}

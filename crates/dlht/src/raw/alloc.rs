@@ -1,0 +1,189 @@
+//! Zeroed, cache-line-aligned arrays for the index, on huge pages when large.
+//!
+//! Large arrays are mapped with `mmap` and advised `MADV_HUGEPAGE`
+//! (transparent huge pages in `madvise` mode back them with 2 MiB pages,
+//! which halves TLB misses on random access). Small arrays come from the
+//! global allocator. Zeroed memory is a valid empty bin / link bucket: every
+//! field is an atomic integer for which all-zero is a valid value.
+//! Under loom the arrays are built element by element, as loom requires.
+
+use crate::error::Error;
+use core::marker::PhantomData;
+use core::ptr::NonNull;
+
+/// Arrays at least this large are mmapped on huge pages.
+const HUGE_THRESHOLD: usize = 2 << 20;
+const HUGE_PAGE: usize = 2 << 20;
+
+/// A fixed-size zero-initialized array of `T`, owned.
+pub struct ZeroedArray<T> {
+    ptr: NonNull<T>,
+    len: usize,
+    /// The whole mapping `(base, bytes)`, or `(0, 0)` for a heap allocation.
+    mapping: (usize, usize),
+    _owns: PhantomData<T>,
+}
+
+// SAFETY: ZeroedArray owns its elements like a Box<[T]>; T's own Send/Sync
+// decide (the index only stores atomics).
+unsafe impl<T: Send> Send for ZeroedArray<T> {}
+// SAFETY: as above.
+unsafe impl<T: Sync> Sync for ZeroedArray<T> {}
+
+impl<T> ZeroedArray<T> {
+    /// Allocate `len` zeroed elements. `reserve_only` maps the range without
+    /// reserving swap (MAP_NORESERVE): for arrays sized for the worst case
+    /// that are touched only as far as they are used.
+    ///
+    /// # Safety
+    /// All-zero bytes must be a valid `T`.
+    #[cfg(not(loom))]
+    pub unsafe fn new_zeroed(len: usize, reserve_only: bool) -> Result<Self, Error> {
+        let bytes = len
+            .checked_mul(size_of::<T>())
+            .ok_or(Error::CapacityOverflow)?;
+        let align = align_of::<T>().max(64);
+        if bytes < HUGE_THRESHOLD || cfg!(not(target_os = "linux")) {
+            let layout = std::alloc::Layout::from_size_align(bytes.max(align), align)
+                .map_err(|_| Error::CapacityOverflow)?;
+            // SAFETY: the layout has non-zero size.
+            let p = unsafe { std::alloc::alloc_zeroed(layout) };
+            let ptr = NonNull::new(p as *mut T).ok_or(Error::AllocFailed { bytes })?;
+            return Ok(ZeroedArray {
+                ptr,
+                len,
+                mapping: (0, 0),
+                _owns: PhantomData,
+            });
+        }
+        let mapped = bytes
+            .div_ceil(HUGE_PAGE)
+            .checked_add(1)
+            .ok_or(Error::CapacityOverflow)?
+            * HUGE_PAGE;
+        let mut flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS;
+        if reserve_only {
+            flags |= libc::MAP_NORESERVE;
+        }
+        // SAFETY: an anonymous private mapping with no address hint has no
+        // preconditions; failure is reported as MAP_FAILED.
+        let base = unsafe {
+            libc::mmap(
+                core::ptr::null_mut(),
+                mapped,
+                libc::PROT_READ | libc::PROT_WRITE,
+                flags,
+                -1,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(Error::AllocFailed { bytes });
+        }
+        // Align the start to a huge page so the kernel can back it with 2 MiB
+        // pages; the spare page mapped above makes room for that.
+        let start = (base as usize).next_multiple_of(HUGE_PAGE);
+        // SAFETY: [start, start + bytes) lies inside the fresh mapping.
+        // madvise is advice: failure (THP off) is harmless, so it is ignored.
+        #[cfg(target_os = "linux")]
+        unsafe {
+            libc::madvise(
+                start as *mut libc::c_void,
+                mapped - (start - base as usize),
+                libc::MADV_HUGEPAGE,
+            );
+        }
+        Ok(ZeroedArray {
+            // SAFETY: start is non-null, inside the mapping.
+            ptr: unsafe { NonNull::new_unchecked(start as *mut T) },
+            len,
+            mapping: (base as usize, mapped),
+            _owns: PhantomData,
+        })
+    }
+
+    /// Loom build: every element constructed by `Default`.
+    #[cfg(loom)]
+    pub unsafe fn new_zeroed(len: usize, _reserve_only: bool) -> Result<Self, Error>
+    where
+        T: Default,
+    {
+        let v: Vec<T> = (0..len).map(|_| T::default()).collect();
+        let b = Box::into_raw(v.into_boxed_slice());
+        Ok(ZeroedArray {
+            // SAFETY: Box pointers are non-null.
+            ptr: unsafe { NonNull::new_unchecked(b as *mut T) },
+            len,
+            mapping: (0, 0),
+            _owns: PhantomData,
+        })
+    }
+
+    /// Number of elements.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The element at `i`, without a bounds check.
+    ///
+    /// # Safety
+    /// `i < self.len()`.
+    #[inline(always)]
+    pub unsafe fn get_unchecked(&self, i: usize) -> &T {
+        debug_assert!(i < self.len);
+        // SAFETY: the caller keeps i in bounds; the memory is initialized.
+        unsafe { &*self.ptr.as_ptr().add(i) }
+    }
+
+    /// The element at `i`.
+    #[inline]
+    pub fn get(&self, i: usize) -> &T {
+        assert!(i < self.len, "index {i} out of bounds ({})", self.len);
+        // SAFETY: bounds checked above.
+        unsafe { self.get_unchecked(i) }
+    }
+
+    /// Raw pointer to element `i` (for prefetching).
+    #[inline(always)]
+    pub fn ptr_at(&self, i: usize) -> *const T {
+        self.ptr.as_ptr().wrapping_add(i)
+    }
+}
+
+impl<T> Drop for ZeroedArray<T> {
+    fn drop(&mut self) {
+        #[cfg(loom)]
+        {
+            // SAFETY: built from a boxed slice of exactly len elements.
+            drop(unsafe {
+                Box::from_raw(core::ptr::slice_from_raw_parts_mut(
+                    self.ptr.as_ptr(),
+                    self.len,
+                ))
+            });
+        }
+        #[cfg(not(loom))]
+        {
+            // Elements are atomics: no drop glue to run.
+            let bytes = self.len * size_of::<T>();
+            let (base, mapped) = self.mapping;
+            if mapped == 0 {
+                let align = align_of::<T>().max(64);
+                // SAFETY: allocated in new_zeroed with exactly this layout.
+                unsafe {
+                    std::alloc::dealloc(
+                        self.ptr.as_ptr() as *mut u8,
+                        std::alloc::Layout::from_size_align_unchecked(bytes.max(align), align),
+                    )
+                };
+            } else {
+                // SAFETY: (base, mapped) is exactly the mapping made in
+                // new_zeroed, unmapped once.
+                unsafe {
+                    libc::munmap(base as *mut libc::c_void, mapped);
+                }
+            }
+        }
+    }
+}

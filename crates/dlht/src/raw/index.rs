@@ -1,0 +1,250 @@
+//! The index (paper §3.1): an array of bins plus a shared link-bucket array.
+
+use super::alloc::ZeroedArray;
+use super::bucket::{LinkBucket, PrimaryBucket, Slot};
+use super::header::Header;
+use super::link_meta::{LinkKind, LinkMeta, SlotHome};
+use super::markers::Markers;
+use crate::error::Error;
+use crate::sync::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+
+/// Fewest bins an index has: two, so both bin parities exist (see markers).
+pub const MIN_BINS: usize = 2;
+/// Most bins an index may have (a 32 GiB index), so link indexes fit 32 bits.
+pub const MAX_BINS: usize = 1 << 29;
+/// One link bucket per this many bins is available to inserts (paper: 8).
+pub const BINS_PER_LINK: usize = 8;
+
+/// Who is claiming link buckets.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Claimant {
+    /// A user insert: bounded by the soft limit (bins / 8); running out
+    /// triggers a resize (bounded chaining).
+    Insert,
+    /// A transfer into this index: may go past the soft limit up to the hard
+    /// capacity, which is reserved (not committed) for the worst case, so a
+    /// transfer can never run out.
+    Transfer,
+}
+
+/// Per-index resize coordination (used by `resize`).
+pub struct ResizeState {
+    /// 0 idle, 1 allocating the next index, 2 next index published.
+    pub phase: AtomicUsize,
+    /// Next chunk of bins to hand out for transfer.
+    pub next_chunk: AtomicUsize,
+    /// Chunks fully transferred.
+    pub chunks_done: AtomicUsize,
+}
+
+/// An array of bins and its link buckets.
+pub struct Index {
+    bins: ZeroedArray<PrimaryBucket>,
+    mask: usize,
+    links: ZeroedArray<LinkBucket>,
+    /// Link buckets inserts may use.
+    link_soft: u64,
+    /// Link buckets handed out so far (may exceed the limits after failed claims).
+    link_next: AtomicU64,
+    /// Link buckets claimed but lost to a concurrent chaining (hazard 6):
+    /// leaked until the index is freed.
+    pub leaked_links: AtomicUsize,
+    /// Markers of the owning map.
+    pub markers: Markers,
+    /// Position in the map's sequence of indexes (first is 1).
+    pub generation: u64,
+    /// The index this one is being transferred into (null before a resize).
+    pub next: AtomicPtr<Index>,
+    /// Resize coordination.
+    pub resize: ResizeState,
+}
+
+impl Index {
+    /// A zeroed index of `bins` bins (a power of two in MIN_BINS..=MAX_BINS).
+    pub fn new(bins: usize, markers: Markers, generation: u64) -> Result<Index, Error> {
+        if !bins.is_power_of_two() || !(MIN_BINS..=MAX_BINS).contains(&bins) {
+            return Err(Error::CapacityOverflow);
+        }
+        #[cfg(all(target_arch = "x86_64", not(loom)))]
+        assert!(
+            std::arch::is_x86_feature_detected!("cmpxchg16b"),
+            "dlht needs a CPU with cmpxchg16b"
+        );
+        let link_soft = (bins / BINS_PER_LINK).max(1);
+        // Worst case: every bin chains three buckets, plus buckets leaked by
+        // chaining races and overshoot of failed claims.
+        let link_hard = 3 * bins + link_soft + 4096;
+        // SAFETY: both bucket types are atomics only: all-zero is valid.
+        let bins_arr = unsafe { ZeroedArray::new_zeroed(bins, false)? };
+        // SAFETY: as above.
+        let links = unsafe { ZeroedArray::new_zeroed(link_hard, true)? };
+        Ok(Index {
+            bins: bins_arr,
+            mask: bins - 1,
+            links,
+            link_soft: link_soft as u64,
+            link_next: AtomicU64::new(0),
+            leaked_links: AtomicUsize::new(0),
+            markers,
+            generation,
+            next: AtomicPtr::new(core::ptr::null_mut()),
+            resize: ResizeState {
+                phase: AtomicUsize::new(0),
+                next_chunk: AtomicUsize::new(0),
+                chunks_done: AtomicUsize::new(0),
+            },
+        })
+    }
+
+    /// Number of bins.
+    #[inline]
+    pub fn bins(&self) -> usize {
+        self.mask + 1
+    }
+
+    /// Link buckets available to inserts.
+    #[inline]
+    pub fn link_capacity(&self) -> usize {
+        self.link_soft as usize
+    }
+
+    /// Link buckets claimed so far (in use, leaked, or overshoot of a failed claim).
+    pub fn links_claimed(&self) -> usize {
+        (self.link_next.load(Ordering::Relaxed) as usize).min(self.links.len())
+    }
+
+    /// Slots available to inserts: three per bin plus four per link bucket.
+    pub fn slot_capacity(&self) -> usize {
+        self.bins() * 3 + self.link_capacity() * 4
+    }
+
+    /// The bin a hash selects.
+    #[inline(always)]
+    pub fn bin_of(&self, hash: u64) -> usize {
+        hash as usize & self.mask
+    }
+
+    /// The bin at `bin`.
+    #[inline(always)]
+    pub fn bin(&self, bin: usize) -> BinRef<'_> {
+        // SAFETY: bin_of masks with mask = len - 1; other callers iterate 0..bins().
+        let bucket = unsafe { self.bins.get_unchecked(bin & self.mask) };
+        BinRef {
+            index: self,
+            bin,
+            bucket,
+        }
+    }
+
+    /// Address of a bin's primary bucket, for prefetching.
+    #[inline(always)]
+    #[allow(dead_code)] // used by Map::prefetch and batching
+    pub fn bin_ptr(&self, bin: usize) -> *const PrimaryBucket {
+        self.bins.ptr_at(bin & self.mask)
+    }
+
+    /// The next index, if a resize has allocated one. Acquire: pairs with the
+    /// Release publishing it, so its zeroed contents are visible.
+    #[inline]
+    pub fn next_index(&self) -> Option<&Index> {
+        let p = self.next.load(Ordering::Acquire);
+        // SAFETY: a published next index stays alive at least as long as
+        // this one: the map frees indexes oldest first, and only once no
+        // thread has announced a generation at or below theirs.
+        unsafe { p.as_ref() }
+    }
+
+    /// Claim link buckets for `kind` and chain them to `bin`. Returns false
+    /// when the claimant's limit is reached (for an insert: resize).
+    /// If another thread chained the same link first, our buckets are leaked
+    /// and counted (hazard 6); the bin is chained either way.
+    pub fn chain(&self, bin: &BinRef<'_>, kind: LinkKind, who: Claimant) -> bool {
+        let n: u64 = match kind {
+            LinkKind::Single => 1,
+            LinkKind::Pair => 2,
+        };
+        let limit = match who {
+            Claimant::Insert => self.link_soft,
+            Claimant::Transfer => self.links.len() as u64,
+        };
+        // Relaxed: the counter only hands out distinct numbers; the buckets'
+        // contents are published through the link-meta CAS.
+        if who == Claimant::Insert && self.link_next.load(Ordering::Relaxed) + n > limit {
+            return false;
+        }
+        let first = self.link_next.fetch_add(n, Ordering::Relaxed);
+        if first + n > limit {
+            return false;
+        }
+        let meta = &bin.bucket.link_meta;
+        let mut cur = meta.load();
+        loop {
+            if cur.get(kind).is_some() {
+                self.leaked_links.fetch_add(n as usize, Ordering::Relaxed);
+                return true;
+            }
+            match meta.cas(cur, cur.with(kind, first as u32)) {
+                Ok(()) => return true,
+                Err(found) => cur = found,
+            }
+        }
+    }
+}
+
+/// One bin of an index.
+#[derive(Clone, Copy)]
+pub struct BinRef<'a> {
+    /// Its index.
+    pub index: &'a Index,
+    /// Its position.
+    pub bin: usize,
+    /// Its primary bucket.
+    pub bucket: &'a PrimaryBucket,
+}
+
+impl<'a> BinRef<'a> {
+    /// The header.
+    #[inline(always)]
+    pub fn header(&self) -> Header {
+        self.bucket.header.load()
+    }
+
+    /// The dead marker of this bin.
+    #[inline(always)]
+    pub fn dead(&self) -> u64 {
+        self.index.markers.dead(self.bin)
+    }
+
+    /// The pending marker of this bin.
+    #[inline(always)]
+    pub fn pending(&self) -> u64 {
+        self.index.markers.pending(self.bin)
+    }
+
+    /// Logical slot `i`, or None if it lies in a link bucket not chained in `lm`.
+    #[inline(always)]
+    pub fn slot_in(&self, lm: LinkMeta, i: usize) -> Option<&'a Slot> {
+        let link = |l: u32, pos: usize| {
+            // SAFETY: chained link indexes were claimed below links.len().
+            unsafe { &self.index.links.get_unchecked(l as usize).slots[pos] }
+        };
+        match SlotHome::of(i) {
+            SlotHome::Primary(p) => Some(&self.bucket.slots[p]),
+            SlotHome::Single(p) => lm.single().map(|l| link(l, p)),
+            SlotHome::Pair(b, p) => lm.pair().map(|l| link(l + b as u32, p)),
+        }
+    }
+
+    /// Logical slot `i` of a slot the header shows as non-Invalid, whose
+    /// bucket must therefore be chained. Link meta is loaded only for link
+    /// slots, and cached in `lm` across calls.
+    #[inline(always)]
+    pub fn slot(&self, lm: &mut Option<LinkMeta>, i: usize) -> &'a Slot {
+        if let SlotHome::Primary(p) = SlotHome::of(i) {
+            return &self.bucket.slots[p];
+        }
+        let meta = *lm.get_or_insert_with(|| self.bucket.link_meta.load());
+        self.slot_in(meta, i)
+            .expect("dlht invariant: a claimed slot's link bucket is chained")
+    }
+}

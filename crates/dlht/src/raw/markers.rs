@@ -1,0 +1,91 @@
+//! Marker keys: the paper's transfer keys, generalized (paper §3.2.4–3.2.5).
+//!
+//! A marker is a key word that can never belong to the bin it is written in,
+//! because its hash selects a bin of the other parity. The bin index is
+//! `hash & mask` with at least two bins, so a bin's parity is the hash's low
+//! bit whatever the index size: a key whose hash is odd can never live in an
+//! even bin, in this index or any later one. A user key equal to a marker is
+//! therefore an ordinary key in the bins of the other parity, and is never
+//! refused or confused.
+//!
+//! Each parity has two markers:
+//! - **dead** replaces the key of a slot that was removed or transferred; a
+//!   put whose 16-byte CAS expects the old key then fails (hazards 1, 5).
+//! - **pending** marks a committed-but-unpublished insert: the slot is Valid,
+//!   the key word is the pending marker and the value word holds the key
+//!   being inserted, until the insert swaps in `(key, value)` (hazard 2).
+
+/// The markers for one map, chosen once from its hasher.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Markers {
+    /// `dead[p]` is used in bins of parity `p`.
+    dead: [u64; 2],
+    /// `pending[p]` is used in bins of parity `p`.
+    pending: [u64; 2],
+}
+
+impl Markers {
+    /// Pick markers for a hash function: the first two candidate words whose
+    /// hash is odd serve even bins, the first two whose hash is even serve
+    /// odd bins.
+    pub fn for_hash(hash: impl Fn(u64) -> u64) -> Markers {
+        let mut found: [Vec<u64>; 2] = [Vec::new(), Vec::new()];
+        // Candidates spread over the word so that a hash with poor low bits
+        // on small integers still yields both parities quickly.
+        let mut candidate: u64 = 0x9E37_79B9_7F4A_7C15;
+        for _ in 0..100_000 {
+            let bin_parity_served = 1 - (hash(candidate) & 1) as usize;
+            if found[bin_parity_served].len() < 2 {
+                found[bin_parity_served].push(candidate);
+            }
+            if found[0].len() == 2 && found[1].len() == 2 {
+                return Markers {
+                    dead: [found[0][0], found[1][0]],
+                    pending: [found[0][1], found[1][1]],
+                };
+            }
+            candidate = candidate
+                .wrapping_mul(0x5851_F42D_4C95_7F2D)
+                .wrapping_add(0x1405_7B7E_F767_814F);
+        }
+        panic!("dlht: the hash function never produced both parities; it cannot index bins");
+    }
+
+    /// The dead marker for the bin with index `bin`.
+    #[inline]
+    pub const fn dead(&self, bin: usize) -> u64 {
+        self.dead[bin & 1]
+    }
+
+    /// The pending marker for the bin with index `bin`.
+    #[inline]
+    pub const fn pending(&self, bin: usize) -> u64 {
+        self.pending[bin & 1]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(hash: impl Fn(u64) -> u64 + Copy) {
+        let m = Markers::for_hash(hash);
+        for bin in 0..4usize {
+            for mk in [m.dead(bin), m.pending(bin)] {
+                assert_ne!(
+                    hash(mk) as usize & 1,
+                    bin & 1,
+                    "marker {mk:#x} could live in bin {bin}"
+                );
+            }
+            assert_ne!(m.dead(bin), m.pending(bin));
+        }
+    }
+
+    #[test]
+    fn markers_never_hash_into_their_bins() {
+        check(|k| k); // modulo
+        check(|k| k.wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(17));
+        check(|k| k << 1 | ((k >> 7) & 1));
+    }
+}

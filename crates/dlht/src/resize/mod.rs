@@ -1,0 +1,122 @@
+//! Non-blocking parallel resize (paper §3.2.5).
+//!
+//! R1 An insert that finds its bin full, or no link bucket left, calls
+//!    [`grow`] on the index it used. If that index is not the current one
+//!    but its successor (a transfer into it is running), it first helps
+//!    finish that transfer.
+//! R2 One thread wins the index's `phase` (idle → allocating) and allocates
+//!    the next index (growth ×8 below 4K bins, ×4 below 64M, then ×2), then
+//!    publishes it in `next` (phase → published). Others wait for that.
+//!    An allocation failure resets the phase and is returned as an error.
+//! R3 The resizer and every helper claim chunks of 16K bins with a
+//!    fetch-add and transfer them bin by bin (`transfer`). Operations on
+//!    other bins run on; an operation on a bin in transfer waits for it.
+//! R4 The thread finishing the last chunk makes the next index current and
+//!    retires the old one (`reclaim`), freed once no thread can read it.
+
+pub mod transfer;
+
+use crate::error::Error;
+use crate::map_core::Core;
+use crate::raw::index::{Index, MAX_BINS};
+use crate::sync::{backoff, Ordering};
+
+/// Bins per transfer chunk.
+pub const CHUNK_BINS: usize = 16 * 1024;
+
+const IDLE: usize = 0;
+const ALLOCATING: usize = 1;
+const PUBLISHED: usize = 2;
+
+/// Number of bins of the index that replaces one of `bins` bins.
+pub fn grown_bins(bins: usize) -> usize {
+    let factor = if bins < 4 * 1024 {
+        8
+    } else if bins < 64 * 1024 * 1024 {
+        4
+    } else {
+        2
+    };
+    (bins * factor).min(MAX_BINS)
+}
+
+/// R1–R3: grow `idx` (or help the resize already under way), transferring
+/// chunks until none is left. On return the caller retries its operation
+/// in `idx`, which leads it (via DoneTransfer bins) to the next index.
+pub fn grow(core: &Core, idx: &Index, hash: &dyn Fn(u64) -> u64) -> Result<(), Error> {
+    // R1: an index can only grow once it is current.
+    let mut spins = 0;
+    loop {
+        let cur = core.current();
+        if cur.generation >= idx.generation {
+            if cur.generation > idx.generation {
+                return Ok(()); // already replaced: the retry moves on
+            }
+            break;
+        }
+        // `idx` is being filled from `cur`: finish that first.
+        help(core, cur, hash);
+        backoff(&mut spins);
+    }
+    // R2
+    loop {
+        match idx.resize.phase.compare_exchange(
+            IDLE,
+            ALLOCATING,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => {
+                let bins = idx.bins();
+                let next = if bins >= MAX_BINS {
+                    Err(Error::CapacityOverflow)
+                } else {
+                    Index::new(grown_bins(bins), idx.markers, idx.generation + 1)
+                };
+                match next {
+                    Ok(next) => {
+                        // Release: the zeroed index is visible to whoever
+                        // loads `next` with Acquire.
+                        idx.next
+                            .store(Box::into_raw(Box::new(next)), Ordering::Release);
+                        idx.resize.phase.store(PUBLISHED, Ordering::Release);
+                        break;
+                    }
+                    Err(e) => {
+                        idx.resize.phase.store(IDLE, Ordering::Release);
+                        return Err(e);
+                    }
+                }
+            }
+            Err(PUBLISHED) => break,
+            Err(_) => backoff(&mut spins), // another thread is allocating
+        }
+    }
+    help(core, idx, hash);
+    Ok(())
+}
+
+/// R3–R4: transfer chunks of `idx` into its next index until none is left.
+fn help(core: &Core, idx: &Index, hash: &dyn Fn(u64) -> u64) {
+    let Some(next) = idx.next_index() else { return };
+    let chunks = idx.bins().div_ceil(CHUNK_BINS);
+    loop {
+        // Relaxed: chunk numbers only need to be distinct.
+        let c = idx.resize.next_chunk.fetch_add(1, Ordering::Relaxed);
+        if c >= chunks {
+            return;
+        }
+        let first = c * CHUNK_BINS;
+        let last = (first + CHUNK_BINS).min(idx.bins());
+        let mut copied = 0;
+        for b in first..last {
+            copied += transfer::transfer_bin(idx, b, next, hash);
+        }
+        core.note_transferred(copied);
+        // AcqRel: the last finisher must see every other chunk's transfer
+        // before it publishes the next index.
+        if idx.resize.chunks_done.fetch_add(1, Ordering::AcqRel) + 1 == chunks {
+            core.publish(idx, next); // R4
+        }
+    }
+}

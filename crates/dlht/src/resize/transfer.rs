@@ -1,0 +1,86 @@
+//! Transfer of one bin into the next index (paper §3.2.5).
+//!
+//! T1 CAS the header NoTransfer → InTransfer. From here no other header CAS
+//!    can succeed: every operation's CAS expects a NoTransfer header.
+//! T2 for each Valid slot: CAS the slot from (k, v) to (dead, v). A live key
+//!    is then copied into the next index; a pending insert is killed (its
+//!    publication CAS fails and it retries in the next index); a dead slot is
+//!    skipped. The CAS loses only to a racing put (retry with the value it
+//!    wrote) or a racing publication (retry with the published pair), so once
+//!    it succeeds no put can succeed here any more: the copy is final.
+//! T3 store DoneTransfer: operations now go to the next index.
+
+use super::super::ops::insert::link_needed;
+use crate::arch::dwcas;
+use crate::raw::header::{BinState, SlotState};
+use crate::raw::index::{Claimant, Index};
+
+/// Transfer bin `b` of `old` into `new`. Returns the number of keys copied.
+/// The caller owns bin `b` for transfer (it claimed its chunk).
+pub fn transfer_bin(old: &Index, b: usize, new: &Index, hash: &dyn Fn(u64) -> u64) -> usize {
+    let bin = old.bin(b);
+    let mut h = bin.header();
+    loop {
+        debug_assert_eq!(
+            h.bin_state(),
+            BinState::NoTransfer,
+            "dlht invariant: bin transferred twice"
+        );
+        let claimed = h.with_bin_state(BinState::InTransfer);
+        match bin.bucket.header.cas(h, claimed) {
+            Ok(()) => {
+                h = claimed; // T1
+                break;
+            }
+            Err(found) => h = found,
+        }
+    }
+    let dead = bin.dead();
+    let pending = bin.pending();
+    let mut lm = None;
+    let mut copied = 0;
+    for i in h.slots_in(SlotState::Valid) {
+        let slot = bin.slot(&mut lm, i);
+        let mut cur = (slot.load_key(), slot.load_value());
+        loop {
+            if cur.0 == dead {
+                break;
+            }
+            match dwcas(slot, cur, (dead, cur.1)) {
+                Ok(()) => {
+                    if cur.0 != pending {
+                        place(new, hash(cur.0), cur.0, cur.1); // T2
+                        copied += 1;
+                    }
+                    break;
+                }
+                Err(found) => cur = found,
+            }
+        }
+    }
+    bin.bucket
+        .header
+        .store_owned(h.with_bin_state(BinState::DoneTransfer)); // T3
+    copied
+}
+
+/// Put a transferred pair into its bin of `new`. The bin is reachable by no
+/// other thread yet (its source bin is InTransfer, and distinct source bins
+/// feed distinct target bins because the new mask extends the old one), so
+/// plain owner stores suffice. It holds at most the 15 keys of one source
+/// bin, and link buckets for transfers are reserved for the worst case.
+fn place(new: &Index, hash: u64, key: u64, value: u64) {
+    let bin = new.bin(new.bin_of(hash));
+    let h = bin.header();
+    let i = h
+        .first_invalid()
+        .expect("dlht invariant: a transfer target bin overflowed");
+    if let Some(kind) = link_needed(&bin, i) {
+        let chained = new.chain(&bin, kind, Claimant::Transfer);
+        assert!(chained, "dlht invariant: transfer link reserve exhausted");
+    }
+    bin.slot(&mut None, i).fill_owned(key, value);
+    bin.bucket
+        .header
+        .store_owned(h.with_slot(i, SlotState::Valid));
+}

@@ -1,0 +1,32 @@
+//! The one place atomics come from, so the loom models run the real protocol.
+//!
+//! Under `--cfg loom` every atomic, fence and spin hint is loom's; otherwise
+//! std's. Code elsewhere must never import `std::sync::atomic` directly.
+
+#[cfg(loom)]
+pub(crate) use loom::sync::atomic::{fence, AtomicPtr, AtomicU64, AtomicUsize};
+#[cfg(not(loom))]
+pub(crate) use std::sync::atomic::{fence, AtomicPtr, AtomicU64, AtomicUsize};
+
+pub(crate) use std::sync::atomic::Ordering;
+
+/// Back off while another thread finishes a short critical step (a bin
+/// transfer, a pending insert). Spins first, then yields the CPU so a
+/// preempted owner can run.
+#[inline]
+pub(crate) fn backoff(spins: &mut u32) {
+    #[cfg(loom)]
+    {
+        let _ = spins;
+        loom::thread::yield_now();
+    }
+    #[cfg(not(loom))]
+    {
+        if *spins < 64 {
+            std::hint::spin_loop();
+            *spins += 1;
+        } else {
+            std::thread::yield_now();
+        }
+    }
+}
