@@ -53,21 +53,34 @@ pub enum Scan {
 ///
 /// Reads the key word, then the value word of a match. The caller validates
 /// the snapshot with [`validate`] where its linearization needs it.
+///
+/// A pending slot is read key → value → key again: its publication swaps
+/// both words at once, and a scan that read the pending marker before the
+/// swap and the value word after it would see neither "pending" nor the
+/// key, and a second insert of the key would go ahead. If the key word
+/// changed in between, the slot is judged on its new key word.
 #[inline(always)]
 pub fn scan(bin: &BinRef<'_>, h: Header, key: u64) -> Scan {
     let mut lm: Option<LinkMeta> = None;
     let pending = bin.pending();
     for i in h.slots_in(SlotState::Valid) {
         let slot = bin.slot(&mut lm, i);
-        let k = slot.load_key();
+        let mut k = slot.load_key();
+        if k == pending {
+            let inserting = slot.load_value();
+            k = slot.load_key();
+            if k == pending {
+                if inserting == key {
+                    return Scan::Pending;
+                }
+                continue;
+            }
+        }
         if k == key {
             return Scan::Found {
                 slot: i,
                 value: slot.load_value(),
             };
-        }
-        if k == pending && slot.load_value() == key {
-            return Scan::Pending;
         }
     }
     Scan::Absent

@@ -1,0 +1,4 @@
+//! Shared test support.
+#![allow(dead_code)]
+
+pub mod lin;
