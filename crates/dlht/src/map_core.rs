@@ -97,10 +97,10 @@ impl Core {
 
 impl Drop for Core {
     fn drop(&mut self) {
+        let cur = self.current.load(Ordering::Relaxed);
         // SAFETY: &mut self: no thread is inside. The current index is owned
         // here; retired ones are freed by Reclaim's Drop; `next` of the
         // current index is null (a resize completes within an operation).
-        let cur = self.current.load(Ordering::Relaxed);
         unsafe {
             let next = (*cur).next.load(Ordering::Relaxed);
             debug_assert!(next.is_null(), "dlht invariant: map dropped mid-resize");

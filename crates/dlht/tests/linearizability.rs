@@ -108,7 +108,7 @@ fn run_history<M: TestMap>(
         for f in 0..fillers {
             s.spawn(move || {
                 for i in 0..(ops as u64 * 4) {
-                    let k = 1_000_000 + (f as u64) << 32 | i;
+                    let k = ((1_000_000 + f as u64) << 32) | i;
                     map.insert(k, i).unwrap();
                 }
             });

@@ -10,13 +10,23 @@
 //! same reasoning crossbeam's `AtomicCell` and the C++ DLHT rely on.
 //!
 //! Elsewhere (and under loom) a lock-striped fallback is used: a writer takes
-//! a lock, compares both words and stores both. Readers take no lock and may
-//! see the two stores separately — strictly more interleavings than the
-//! hardware allows, so a protocol proven under the fallback holds on x86-64.
+//! a lock, compares both words and stores both; every load of a slot word
+//! ([`load`]) takes the same lock. That reproduces exactly what the
+//! protocol relies on from the hardware: each 8-byte load sees a 16-byte CAS
+//! entirely or not at all, so a reader that saw the new value word and then
+//! re-reads the key word sees the new key (`ops::scan` depends on this for
+//! publications). A writer-only lock is not enough — loom showed a reader
+//! seeing (new key, old value) or (old key, new value) break insert
+//! uniqueness. The locks make non-x86-64 targets correct but slow; native
+//! 128-bit atomics there (aarch64 LSE `casp`) are future work. Under loom the
+//! locks also add synchronization the x86 path does not have, so the models
+//! check the protocol's logic, not the orderings of slot-word loads (those
+//! are acquire loads on a TSO machine).
 //!
 //! [`Slot`]: crate::raw::bucket::Slot
 
 use crate::raw::bucket::Slot;
+use crate::sync::AtomicU64;
 
 /// Atomically: if `slot == (old_key, old_value)` set it to
 /// `(new_key, new_value)` and return `Ok(())`; otherwise return the pair
@@ -26,10 +36,23 @@ pub(crate) fn dwcas(slot: &Slot, old: (u64, u64), new: (u64, u64)) -> Result<(),
     imp::dwcas(slot, old, new)
 }
 
+/// Load one word of `slot` (its `key` or `value`). Acquire: pairs with the
+/// Release stores and the CAS that wrote it.
+#[inline(always)]
+pub(crate) fn load(slot: &Slot, word: &AtomicU64) -> u64 {
+    imp::load(slot, word)
+}
+
 #[cfg(all(target_arch = "x86_64", not(loom)))]
 mod imp {
     use super::Slot;
+    use crate::sync::{AtomicU64, Ordering};
     use core::arch::asm;
+
+    #[inline(always)]
+    pub(super) fn load(_slot: &Slot, word: &AtomicU64) -> u64 {
+        word.load(Ordering::Acquire)
+    }
 
     #[inline(always)]
     pub(super) fn dwcas(slot: &Slot, old: (u64, u64), new: (u64, u64)) -> Result<(), (u64, u64)> {
@@ -87,6 +110,11 @@ mod imp {
         LOCK.lock().unwrap()
     }
 
+    pub(super) fn load(slot: &Slot, word: &crate::sync::AtomicU64) -> u64 {
+        let _guard = lock_for(slot);
+        word.load(Ordering::SeqCst)
+    }
+
     pub(super) fn dwcas(slot: &Slot, old: (u64, u64), new: (u64, u64)) -> Result<(), (u64, u64)> {
         let _guard = lock_for(slot);
         // SeqCst: the fallback must be at least as strong as a locked RMW.
@@ -97,8 +125,8 @@ mod imp {
         if cur != old {
             return Err(cur);
         }
-        slot.key.store(new.0, Ordering::SeqCst);
         slot.value.store(new.1, Ordering::SeqCst);
+        slot.key.store(new.0, Ordering::SeqCst);
         Ok(())
     }
 }

@@ -2,7 +2,7 @@
 
 mod dwcas;
 
-pub(crate) use dwcas::dwcas;
+pub(crate) use dwcas::{dwcas, load as load_slot_word};
 
 /// Hint the CPU to bring the cache line at `p` into all cache levels.
 ///

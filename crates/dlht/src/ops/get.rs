@@ -25,7 +25,8 @@ pub fn get(bin: &BinRef<'_>, key: u64) -> Step<Option<u64>> {
             // A pending insert has not linearized yet.
             Scan::Pending | Scan::Absent => None,
         };
-        if validate(bin, h) {
+        // Planted bug (scripts/planted-bugs.sh): skip the seqlock re-check.
+        if cfg!(dlht_plant = "get_no_validate") || validate(bin, h) {
             return Step::Done(found); // G4
         }
     }

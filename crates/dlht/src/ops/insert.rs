@@ -86,6 +86,12 @@ pub fn insert(bin: &BinRef<'_>, key: u64, value: u64) -> Step<Inserted> {
                 Ok(()) => break, // I6
                 Err(found) => cur = found,
             }
+            // Planted bug (scripts/planted-bugs.sh): retry CAS2 blindly,
+            // without searching for the same key inserted meanwhile (hazard 3).
+            #[cfg(dlht_plant = "insert_no_rescan")]
+            if cur.bin_state() == BinState::NoTransfer {
+                continue;
+            }
             if cur.bin_state() != BinState::NoTransfer {
                 // The transfer ignores our TryInsert slot; the key was never
                 // visible here.

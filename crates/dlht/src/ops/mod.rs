@@ -63,15 +63,22 @@ pub enum Scan {
 pub fn scan(bin: &BinRef<'_>, h: Header, key: u64) -> Scan {
     let mut lm: Option<LinkMeta> = None;
     let pending = bin.pending();
+    let mut result = Scan::Absent;
     for i in h.slots_in(SlotState::Valid) {
         let slot = bin.slot(&mut lm, i);
         let mut k = slot.load_key();
         if k == pending {
             let inserting = slot.load_value();
-            k = slot.load_key();
+            // Planted bug (scripts/planted-bugs.sh): no key re-read.
+            #[cfg(not(dlht_plant = "scan_no_reread"))]
+            {
+                k = slot.load_key();
+            }
             if k == pending {
                 if inserting == key {
-                    return Scan::Pending;
+                    // Keep looking: a live match elsewhere wins (see
+                    // `arch::dwcas` on torn publications).
+                    result = Scan::Pending;
                 }
                 continue;
             }
@@ -83,7 +90,7 @@ pub fn scan(bin: &BinRef<'_>, h: Header, key: u64) -> Scan {
             };
         }
     }
-    Scan::Absent
+    result
 }
 
 /// Seqlock validation: true if the header is still exactly `h`, so every

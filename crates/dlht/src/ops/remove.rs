@@ -36,6 +36,20 @@ pub fn remove(bin: &BinRef<'_>, key: u64) -> Step<Option<u64>> {
         if !validate(bin, h) {
             continue 'restart; // D2
         }
+        // Planted bug (scripts/planted-bugs.sh): the paper's literal remove,
+        // a header CAS only, which hazard 1 shows a put can race.
+        #[cfg(dlht_plant = "remove_header_only")]
+        {
+            if bin
+                .bucket
+                .header
+                .cas(h, h.with_slot(slot_i, SlotState::Invalid))
+                .is_ok()
+            {
+                return Step::Done(Some(old));
+            }
+            continue 'restart;
+        }
         let slot = bin.slot(&mut None, slot_i);
         let dead = bin.dead();
         loop {

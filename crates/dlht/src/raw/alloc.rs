@@ -12,7 +12,9 @@ use core::marker::PhantomData;
 use core::ptr::NonNull;
 
 /// Arrays at least this large are mmapped on huge pages.
+#[cfg(not(loom))]
 const HUGE_THRESHOLD: usize = 2 << 20;
+#[cfg(not(loom))]
 const HUGE_PAGE: usize = 2 << 20;
 
 /// A fixed-size zero-initialized array of `T`, owned.
@@ -20,6 +22,7 @@ pub struct ZeroedArray<T> {
     ptr: NonNull<T>,
     len: usize,
     /// The whole mapping `(base, bytes)`, or `(0, 0)` for a heap allocation.
+    #[cfg_attr(loom, allow(dead_code))]
     mapping: (usize, usize),
     _owns: PhantomData<T>,
 }
@@ -123,6 +126,12 @@ impl<T> ZeroedArray<T> {
     #[inline]
     pub fn len(&self) -> usize {
         self.len
+    }
+
+    /// True if the array has no element.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
     }
 
     /// The element at `i`, without a bounds check.

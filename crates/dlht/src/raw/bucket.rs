@@ -31,15 +31,15 @@ impl Slot {
 
     /// Read the key word. Acquire: pairs with the Release stores/CAS that
     /// wrote it, so the value word written before is visible too.
-    #[inline]
+    #[inline(always)]
     pub fn load_key(&self) -> u64 {
-        self.key.load(Ordering::Acquire)
+        crate::arch::load_slot_word(self, &self.key)
     }
 
     /// Read the value word (after the key word; see `load_key`).
-    #[inline]
+    #[inline(always)]
     pub fn load_value(&self) -> u64 {
-        self.value.load(Ordering::Acquire)
+        crate::arch::load_slot_word(self, &self.value)
     }
 
     /// Fill the slot while the caller owns it exclusively (TryInsert, or a

@@ -327,7 +327,7 @@ mod tests {
 
     #[test]
     fn version_wraps_without_touching_state() {
-        let h = Header(u64::MAX & !(0b11 << Header::BIN_STATE_SHIFT) & !Header::SLOTS_MASK);
+        let h = Header(!(0b11 << Header::BIN_STATE_SHIFT) & !Header::SLOTS_MASK);
         assert_eq!(h.version(), u32::MAX);
         let h2 = h.with_slot(0, SlotState::Valid);
         assert_eq!(h2.version(), 0);

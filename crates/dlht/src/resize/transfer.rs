@@ -46,6 +46,14 @@ pub fn transfer_bin(old: &Index, b: usize, new: &Index, hash: &dyn Fn(u64) -> u6
             if cur.0 == dead {
                 break;
             }
+            // Planted bug (scripts/planted-bugs.sh): copy without a transfer
+            // key, so a racing put can still succeed in the old bin.
+            #[cfg(dlht_plant = "transfer_keeps_key")]
+            if cur.0 != pending {
+                place(new, hash(cur.0), cur.0, cur.1);
+                copied += 1;
+                break;
+            }
             match dwcas(slot, cur, (dead, cur.1)) {
                 Ok(()) => {
                     if cur.0 != pending {

@@ -1,0 +1,177 @@
+//! Loom models of the header protocol on a tiny index (two bins, keys in
+//! bin 0), every interleaving up to a preemption bound. Run with
+//! `RUSTFLAGS="--cfg loom" cargo test -p dlht --release --test loom`
+//! (the README's test script does).
+#![cfg(loom)]
+
+use dlht::protocol::{get, insert, put, remove, transfer_bin, Inserted, Step};
+use dlht::raw::index::Index;
+use dlht::raw::markers::Markers;
+use loom::sync::Arc;
+use std::sync::atomic::Ordering;
+
+fn model(f: impl Fn() + Sync + Send + 'static) {
+    let mut b = loom::model::Builder::new();
+    b.preemption_bound = Some(3);
+    b.check(f);
+}
+
+fn markers() -> Markers {
+    Markers::for_hash(|w| w)
+}
+
+fn index(bins: usize) -> Arc<Index> {
+    Arc::new(Index::new(bins, markers(), 1).unwrap())
+}
+
+/// Run a protocol from `idx`, following transferred bins (identity hash).
+fn drive<T>(idx: &Index, key: u64, op: impl Fn(&dlht::raw::index::BinRef<'_>) -> Step<T>) -> T {
+    let mut idx = idx;
+    loop {
+        match op(&idx.bin(idx.bin_of(key))) {
+            Step::Done(r) => return r,
+            Step::Moved => idx = idx.next_index().expect("moved without a next index"),
+            Step::Full => panic!("a two-key model never fills a bin"),
+        }
+    }
+}
+
+fn ins(idx: &Index, k: u64, v: u64) -> Inserted {
+    drive(idx, k, |b| insert(b, k, v))
+}
+fn gt(idx: &Index, k: u64) -> Option<u64> {
+    drive(idx, k, |b| get(b, k))
+}
+fn pt(idx: &Index, k: u64, v: u64) -> Option<u64> {
+    drive(idx, k, |b| put(b, k, v))
+}
+fn rm(idx: &Index, k: u64) -> Option<u64> {
+    drive(idx, k, |b| remove(b, k))
+}
+
+const K: u64 = 2; // bin 0 of two bins
+const K2: u64 = 4; // bin 0 too
+
+#[test]
+fn two_inserts_of_one_key_never_both_succeed() {
+    model(|| {
+        let idx = index(2);
+        let i2 = idx.clone();
+        let t = loom::thread::spawn(move || ins(&i2, K, 2));
+        let a = ins(&idx, K, 1);
+        let b = t.join().unwrap();
+        let winner = match (a, b) {
+            (Inserted::New, Inserted::Exists(1)) => 1,
+            (Inserted::Exists(2), Inserted::New) => 2,
+            other => panic!("not linearizable: {other:?}"),
+        };
+        assert_eq!(gt(&idx, K), Some(winner));
+    });
+}
+
+#[test]
+fn get_never_returns_the_value_of_a_key_that_replaced_it() {
+    // Hazard 8: remove(K) then insert(K2) reuses slot 0; a racing get(K)
+    // must see K's value or nothing, never K2's.
+    model(|| {
+        let idx = index(2);
+        assert_eq!(ins(&idx, K, 10), Inserted::New);
+        let i2 = idx.clone();
+        let t = loom::thread::spawn(move || {
+            assert_eq!(rm(&i2, K), Some(10));
+            assert_eq!(ins(&i2, K2, 20), Inserted::New);
+        });
+        let seen = gt(&idx, K);
+        assert!(
+            seen == Some(10) || seen.is_none(),
+            "get(K) returned {seen:?}"
+        );
+        t.join().unwrap();
+    });
+}
+
+#[test]
+fn put_racing_remove_never_updates_a_removed_key() {
+    // Hazard 1: either put then remove (put=Some(1), remove=Some(2)) or
+    // remove then put (remove=Some(1), put=None). Never both "1".
+    model(|| {
+        let idx = index(2);
+        ins(&idx, K, 1);
+        let i2 = idx.clone();
+        let t = loom::thread::spawn(move || pt(&i2, K, 2));
+        let r = rm(&idx, K);
+        let p = t.join().unwrap();
+        assert!(
+            matches!((p, r), (Some(1), Some(2)) | (None, Some(1))),
+            "put={p:?} remove={r:?}"
+        );
+        assert_eq!(gt(&idx, K), None);
+    });
+}
+
+#[test]
+fn put_cannot_land_in_a_reinserted_slot_with_equal_contents() {
+    // Hazard 2: remove(K) and re-insert (K, 1) into the same slot while a put
+    // that read the first incarnation races. Legal orders:
+    //   P R I: put=Some(1) rm=Some(2) final=1
+    //   R P I: put=None    rm=Some(1) final=1
+    //   R I P: put=Some(1) rm=Some(1) final=2
+    model(|| {
+        let idx = index(2);
+        ins(&idx, K, 1);
+        let i2 = idx.clone();
+        let t = loom::thread::spawn(move || pt(&i2, K, 2));
+        let r = rm(&idx, K);
+        assert_eq!(ins(&idx, K, 1), Inserted::New);
+        let p = t.join().unwrap();
+        let f = gt(&idx, K);
+        assert!(
+            matches!(
+                (p, r, f),
+                (Some(1), Some(2), Some(1))
+                    | (None, Some(1), Some(1))
+                    | (Some(1), Some(1), Some(2))
+            ),
+            "put={p:?} remove={r:?} final={f:?}"
+        );
+    });
+}
+
+#[test]
+fn put_racing_a_transfer_is_never_lost() {
+    // A put that succeeds in the old bin after it was copied would be lost.
+    model(|| {
+        let old = index(2);
+        ins(&old, K, 1);
+        let new = Box::into_raw(Box::new(Index::new(4, markers(), 2).unwrap()));
+        old.next.store(new, Ordering::Release);
+        let o2 = old.clone();
+        let t = loom::thread::spawn(move || pt(&o2, K, 2));
+        transfer_bin(&old, 0, unsafe { &*new }, &|w| w);
+        assert_eq!(t.join().unwrap(), Some(1));
+        // SAFETY: both threads are done with the new index.
+        let new = unsafe { Box::from_raw(new) };
+        assert_eq!(gt(&new, K), Some(2), "the put was lost in the old index");
+        assert_eq!(gt(&old, K), Some(2), "old index forwards to the new one");
+    });
+}
+
+#[test]
+fn insert_racing_a_transfer_lands_exactly_once() {
+    model(|| {
+        let old = index(2);
+        ins(&old, K, 1);
+        let new = Box::into_raw(Box::new(Index::new(4, markers(), 2).unwrap()));
+        old.next.store(new, Ordering::Release);
+        let o2 = old.clone();
+        let t = loom::thread::spawn(move || ins(&o2, K2, 5));
+        transfer_bin(&old, 0, unsafe { &*new }, &|w| w);
+        assert_eq!(t.join().unwrap(), Inserted::New);
+        // SAFETY: both threads are done with the new index.
+        let new = unsafe { Box::from_raw(new) };
+        assert_eq!(gt(&new, K2), Some(5));
+        assert_eq!(gt(&new, K), Some(1));
+        assert_eq!(rm(&new, K2), Some(5));
+        assert_eq!(gt(&new, K2), None, "K2 was inserted twice");
+    });
+}
