@@ -4,7 +4,10 @@
 //! A key is hashed through its 8-byte word (`Inline::into_word`), and the
 //! bin is the hash's low bits. Two choices ship:
 //! - [`DefaultHashBuilder`]: rapidhash (the successor of wyhash, by the same
-//!   author), randomly seeded per map: good for arbitrary keys.
+//!   author), randomly seeded per map: good for arbitrary keys. Measured
+//!   against wyhash (final3, the `wyhash` crate) on one 8-byte word: 0.5–0.8
+//!   ns per hash against 1.07 ns, and the same spread (54% occupancy when
+//!   the index grows); `dlht-bench` prints the comparison.
 //! - [`Modulo`]: the identity, so the bin is the key modulo the (power of
 //!   two) number of bins — the paper's default for uniformly random keys.
 //!   Keys that agree in their low bits collide; see `Error::BinOverflow`.

@@ -118,7 +118,4 @@ unsafe impl<T: 'static> Inline for *mut T {
     }
 }
 
-const _: () = assert!(
-    size_of::<usize>() <= 8,
-    "dlht needs pointers of at most 8 bytes"
-);
+const _: () = assert!(size_of::<usize>() <= 8, "dlht needs pointers of at most 8 bytes");

@@ -11,6 +11,7 @@ use crate::raw::index::{BinRef, MAX_BINS, MIN_BINS};
 use crate::raw::markers::Markers;
 use crate::resize;
 use crate::stats::Stats;
+use crate::sync::backoff;
 use core::fmt;
 use core::hash::BuildHasher;
 use core::marker::PhantomData;
@@ -124,11 +125,7 @@ impl<K: Inline, V: Inline, S: BuildHasher> Map<K, V, S> {
 
     fn build(bins: usize, hasher: S) -> Result<Self, Error> {
         let markers = Markers::for_hash(|w| hasher.hash_one(w));
-        Ok(Map {
-            core: Core::new(bins, markers)?,
-            hasher,
-            _kv: PhantomData,
-        })
+        Ok(Map { core: Core::new(bins, markers)?, hasher, _kv: PhantomData })
     }
 
     /// The map's hasher.
@@ -142,23 +139,33 @@ impl<K: Inline, V: Inline, S: BuildHasher> Map<K, V, S> {
     }
 
     /// Run a per-bin protocol from the current index, following transferred
-    /// bins and growing the index when an insert finds it full.
+    /// bins and growing the index when an insert finds it full. `len_delta`
+    /// says how a result changes the number of keys.
     #[inline(always)]
-    fn run<T>(&self, hash: u64, mut op: impl FnMut(&BinRef<'_>) -> Step<T>) -> Result<T, Error> {
-        self.core.enter(|idx, _| {
+    fn run<T>(
+        &self,
+        hash: u64,
+        mut op: impl FnMut(&BinRef<'_>) -> Step<T>,
+        len_delta: impl Fn(&T) -> i64,
+    ) -> Result<T, Error> {
+        self.core.enter(|idx, record| {
             let mut idx = idx;
+            let mut spins = 0;
             loop {
                 let bin = idx.bin(idx.bin_of(hash));
                 match op(&bin) {
-                    Step::Done(r) => return Ok(r),
+                    Step::Done(r) => {
+                        record.add_len(len_delta(&r));
+                        return Ok(r);
+                    }
                     Step::Moved => {
-                        idx = idx
-                            .next_index()
-                            .expect("dlht invariant: a transferred bin has a next index");
+                        idx = idx.next_index().expect("dlht invariant: a transferred bin has a next index");
                     }
                     Step::Full => {
                         self.check_overflow(&bin, hash)?;
                         resize::grow(&self.core, idx, &|w| self.hash_word(w))?;
+                        // Other helpers may still hold our bin's chunk.
+                        backoff(&mut spins);
                     }
                 }
             }
@@ -196,10 +203,8 @@ impl<K: Inline, V: Inline, S: BuildHasher> Map<K, V, S> {
     #[inline]
     pub fn get(&self, key: &K) -> Option<V> {
         let k = key.into_word();
-        let found = self.run(self.hash_word(k), |bin| ops::get::get(bin, k));
-        found
-            .expect("dlht invariant: get never grows")
-            .map(V::from_word)
+        let found = self.run(self.hash_word(k), |bin| ops::get::get(bin, k), |_| 0);
+        found.expect("dlht invariant: get never grows").map(V::from_word)
     }
 
     /// True if `key` is present.
@@ -221,19 +226,16 @@ impl<K: Inline, V: Inline, S: BuildHasher> Map<K, V, S> {
     /// ```
     #[inline]
     pub fn insert(&self, key: K, value: V) -> Result<(), V> {
-        self.try_insert(key, value)
-            .unwrap_or_else(|e| panic!("dlht: {e}"))
+        self.try_insert(key, value).unwrap_or_else(|e| panic!("dlht: {e}"))
     }
 
     /// Like [`insert`](Self::insert), but a failure to grow the index is
     /// returned as an error; the map is then unchanged.
     pub fn try_insert(&self, key: K, value: V) -> Result<Result<(), V>, Error> {
         let (k, v) = (key.into_word(), value.into_word());
-        match self.run(self.hash_word(k), |bin| ops::insert::insert(bin, k, v))? {
-            Inserted::New => {
-                self.core.reclaim.record().add_len(1);
-                Ok(Ok(()))
-            }
+        let new = |r: &Inserted| (*r == Inserted::New) as i64;
+        match self.run(self.hash_word(k), |bin| ops::insert::insert(bin, k, v), new)? {
+            Inserted::New => Ok(Ok(())),
             Inserted::Exists(old) => Ok(Err(V::from_word(old))),
         }
     }
@@ -251,9 +253,8 @@ impl<K: Inline, V: Inline, S: BuildHasher> Map<K, V, S> {
     #[inline]
     pub fn put(&self, key: K, value: V) -> Option<V> {
         let (k, v) = (key.into_word(), value.into_word());
-        let old = self.run(self.hash_word(k), |bin| ops::put::put(bin, k, v));
-        old.expect("dlht invariant: put never grows")
-            .map(V::from_word)
+        let old = self.run(self.hash_word(k), |bin| ops::put::put(bin, k, v), |_| 0);
+        old.expect("dlht invariant: put never grows").map(V::from_word)
     }
 
     /// Remove `key`, returning its value. The slot is reusable at once.
@@ -267,12 +268,9 @@ impl<K: Inline, V: Inline, S: BuildHasher> Map<K, V, S> {
     #[inline]
     pub fn remove(&self, key: &K) -> Option<V> {
         let k = key.into_word();
-        let old = self.run(self.hash_word(k), |bin| ops::remove::remove(bin, k));
-        let old = old.expect("dlht invariant: remove never grows");
-        if old.is_some() {
-            self.core.reclaim.record().add_len(-1);
-        }
-        old.map(V::from_word)
+        let removed = |r: &Option<u64>| -(r.is_some() as i64);
+        let old = self.run(self.hash_word(k), |bin| ops::remove::remove(bin, k), removed);
+        old.expect("dlht invariant: remove never grows").map(V::from_word)
     }
 
     /// Insert or overwrite: the old value if `key` was present.
@@ -287,8 +285,7 @@ impl<K: Inline, V: Inline, S: BuildHasher> Map<K, V, S> {
     /// ```
     #[inline]
     pub fn upsert(&self, key: K, value: V) -> Option<V> {
-        self.try_upsert(key, value)
-            .unwrap_or_else(|e| panic!("dlht: {e}"))
+        self.try_upsert(key, value).unwrap_or_else(|e| panic!("dlht: {e}"))
     }
 
     /// Like [`upsert`](Self::upsert), returning growth failure as an error.
@@ -309,8 +306,15 @@ impl<K: Inline, V: Inline, S: BuildHasher> Map<K, V, S> {
     #[inline]
     pub fn prefetch(&self, key: &K) {
         let hash = self.hash_word(key.into_word());
-        self.core
-            .enter(|idx, _| crate::arch::prefetch(idx.bin_ptr(idx.bin_of(hash))));
+        self.core.enter(|idx, _| crate::arch::prefetch(idx.bin_ptr(idx.bin_of(hash))));
+    }
+
+    /// Enter and leave the map without doing anything: the per-operation
+    /// cost of index reclamation, for benchmarks.
+    #[doc(hidden)]
+    #[inline(never)]
+    pub fn enter_leave(&self) {
+        self.core.enter(|idx, _| core::hint::black_box(idx.bins()));
     }
 
     /// Number of keys. Exact when no operation is in flight; otherwise some
@@ -348,9 +352,7 @@ fn bins_for(n: usize) -> Result<usize, Error> {
 
 impl<K, V, S> fmt::Debug for Map<K, V, S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Map")
-            .field("len", &self.core.reclaim.len())
-            .finish_non_exhaustive()
+        f.debug_struct("Map").field("len", &self.core.reclaim.len()).finish_non_exhaustive()
     }
 }
 

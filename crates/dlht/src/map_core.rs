@@ -60,15 +60,10 @@ impl Core {
 
     /// R4: make `next` current after `old` was fully transferred.
     pub fn publish(&self, old: &Index, next: &Index) {
-        let occupancy =
-            self.transferred.swap(0, Ordering::Relaxed) as f64 / old.slot_capacity() as f64;
-        self.occupancy_at_resize
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(occupancy);
+        let occupancy = self.transferred.swap(0, Ordering::Relaxed) as f64 / old.slot_capacity() as f64;
+        self.occupancy_at_resize.lock().unwrap_or_else(|e| e.into_inner()).push(occupancy);
         let old_ptr = old as *const Index as *mut Index;
-        self.current
-            .store(next as *const Index as *mut Index, Ordering::SeqCst);
+        self.current.store(next as *const Index as *mut Index, Ordering::SeqCst);
         self.generation.store(next.generation, Ordering::SeqCst);
         self.resizes.fetch_add(1, Ordering::Relaxed);
         // SAFETY: `old` was created by Box::into_raw (Core::new or grow),
@@ -88,10 +83,7 @@ impl Core {
 
     /// Occupancy of each replaced index at its resize.
     pub fn occupancy_at_resize(&self) -> Vec<f64> {
-        self.occupancy_at_resize
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.occupancy_at_resize.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 }
 

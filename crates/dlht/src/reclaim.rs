@@ -47,8 +47,7 @@ impl ThreadRecord {
         // Relaxed load+store: only the owning thread writes this word;
         // readers sum it and tolerate staleness (len is exact when quiescent).
         let v = self.len_delta.load(Ordering::Relaxed);
-        self.len_delta
-            .store(v.wrapping_add(delta as u64), Ordering::Relaxed);
+        self.len_delta.store(v.wrapping_add(delta as u64), Ordering::Relaxed);
     }
 }
 
@@ -69,11 +68,7 @@ unsafe impl Send for RetiredIndex {}
 impl Reclaim {
     /// Empty state.
     pub fn new() -> Self {
-        Reclaim {
-            threads: ThreadLocal::new(),
-            retired: Mutex::new(Vec::new()),
-            freed: AtomicUsize::new(0),
-        }
+        Reclaim { threads: ThreadLocal::new(), retired: Mutex::new(Vec::new()), freed: AtomicUsize::new(0) }
     }
 
     /// This thread's record.
@@ -97,10 +92,7 @@ impl Reclaim {
 
     /// Sum of all threads' length deltas.
     pub fn len(&self) -> i64 {
-        self.threads
-            .iter()
-            .map(|r| r.len_delta.load(Ordering::Relaxed) as i64)
-            .fold(0i64, i64::wrapping_add)
+        self.threads.iter().map(|r| r.len_delta.load(Ordering::Relaxed) as i64).fold(0i64, i64::wrapping_add)
     }
 
     /// True if no thread is inside with an announced generation ≤ `g`.
@@ -167,12 +159,7 @@ impl Default for Reclaim {
 
 impl Drop for Reclaim {
     fn drop(&mut self) {
-        for r in self
-            .retired
-            .get_mut()
-            .unwrap_or_else(|e| e.into_inner())
-            .drain(..)
-        {
+        for r in self.retired.get_mut().unwrap_or_else(|e| e.into_inner()).drain(..) {
             // SAFETY: the map is being dropped: no thread is inside it.
             drop(unsafe { Box::from_raw(r.0) });
         }

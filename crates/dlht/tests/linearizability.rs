@@ -52,13 +52,7 @@ impl Rng {
 }
 
 /// One recorded operation on `map`.
-fn record<M: TestMap + ?Sized>(
-    map: &M,
-    clock: &Clock,
-    rng: &mut Rng,
-    key: u64,
-    values: u64,
-) -> Event {
+fn record<M: TestMap + ?Sized>(map: &M, clock: &Clock, rng: &mut Rng, key: u64, values: u64) -> Event {
     let v = 1 + rng.below(values);
     let op = rng.below(10);
     let invoked = clock.tick();
@@ -70,12 +64,7 @@ fn record<M: TestMap + ?Sized>(
         _ => Call::Upsert(v, map.upsert(key, v)),
     };
     let returned = clock.tick();
-    Event {
-        key,
-        call,
-        invoked,
-        returned,
-    }
+    Event { key, call, invoked, returned }
 }
 
 /// Run `threads` workers on `hot` keys (values drawn from 1..=values, a tiny
@@ -119,14 +108,9 @@ fn run_history<M: TestMap>(
 
 fn assert_linearizable(events: &[Event]) {
     if let Verdict::Violation { key, history } = check(events, &HashMap::new()) {
-        let lines: Vec<String> = history
-            .iter()
-            .map(|e| format!("  [{:>6},{:>6}] {:?}", e.invoked, e.returned, e.call))
-            .collect();
-        panic!(
-            "history of key {key} is not linearizable:\n{}",
-            lines.join("\n")
-        );
+        let lines: Vec<String> =
+            history.iter().map(|e| format!("  [{:>6},{:>6}] {:?}", e.invoked, e.returned, e.call)).collect();
+        panic!("history of key {key} is not linearizable:\n{}", lines.join("\n"));
     }
 }
 
@@ -176,11 +160,7 @@ impl TestMap for CheckThenActMap {
         Ok(())
     }
     fn put(&self, k: u64, v: u64) -> Option<u64> {
-        self.inner
-            .lock()
-            .unwrap()
-            .get_mut(&k)
-            .map(|s| std::mem::replace(s, v))
+        self.inner.lock().unwrap().get_mut(&k).map(|s| std::mem::replace(s, v))
     }
     fn remove(&self, k: u64) -> Option<u64> {
         self.inner.lock().unwrap().remove(&k)
@@ -192,10 +172,7 @@ impl TestMap for CheckThenActMap {
 
 #[test]
 fn checker_rejects_a_broken_map_deterministically() {
-    let map = CheckThenActMap {
-        gap: Some(Barrier::new(2)),
-        ..Default::default()
-    };
+    let map = CheckThenActMap { gap: Some(Barrier::new(2)), ..Default::default() };
     let clock = Clock::default();
     let events = Mutex::new(Vec::new());
     std::thread::scope(|s| {
@@ -205,20 +182,12 @@ fn checker_rejects_a_broken_map_deterministically() {
                 let invoked = clock.tick();
                 let r = map.insert(7, v);
                 let returned = clock.tick();
-                events.lock().unwrap().push(Event {
-                    key: 7,
-                    call: Call::Insert(v, r),
-                    invoked,
-                    returned,
-                });
+                events.lock().unwrap().push(Event { key: 7, call: Call::Insert(v, r), invoked, returned });
             });
         }
     });
     let events = events.into_inner().unwrap();
-    assert!(matches!(
-        check(&events, &HashMap::new()),
-        Verdict::Violation { key: 7, .. }
-    ));
+    assert!(matches!(check(&events, &HashMap::new()), Verdict::Violation { key: 7, .. }));
 }
 
 #[test]
@@ -249,16 +218,6 @@ fn checker_accepts_a_mutex_map() {
             record(&map, &clock, &mut rng, key, 2)
         })
         .collect();
-    assert!(check_key(
-        &events
-            .iter()
-            .filter(|e| e.key == events[0].key)
-            .copied()
-            .collect::<Vec<_>>(),
-        None
-    ));
-    assert!(matches!(
-        check(&events, &HashMap::new()),
-        Verdict::Linearizable
-    ));
+    assert!(check_key(&events.iter().filter(|e| e.key == events[0].key).copied().collect::<Vec<_>>(), None));
+    assert!(matches!(check(&events, &HashMap::new()), Verdict::Linearizable));
 }

@@ -82,10 +82,7 @@ fn get_never_returns_the_value_of_a_key_that_replaced_it() {
             assert_eq!(ins(&i2, K2, 20), Inserted::New);
         });
         let seen = gt(&idx, K);
-        assert!(
-            seen == Some(10) || seen.is_none(),
-            "get(K) returned {seen:?}"
-        );
+        assert!(seen == Some(10) || seen.is_none(), "get(K) returned {seen:?}");
         t.join().unwrap();
     });
 }
@@ -101,10 +98,7 @@ fn put_racing_remove_never_updates_a_removed_key() {
         let t = loom::thread::spawn(move || pt(&i2, K, 2));
         let r = rm(&idx, K);
         let p = t.join().unwrap();
-        assert!(
-            matches!((p, r), (Some(1), Some(2)) | (None, Some(1))),
-            "put={p:?} remove={r:?}"
-        );
+        assert!(matches!((p, r), (Some(1), Some(2)) | (None, Some(1))), "put={p:?} remove={r:?}");
         assert_eq!(gt(&idx, K), None);
     });
 }
@@ -128,9 +122,7 @@ fn put_cannot_land_in_a_reinserted_slot_with_equal_contents() {
         assert!(
             matches!(
                 (p, r, f),
-                (Some(1), Some(2), Some(1))
-                    | (None, Some(1), Some(1))
-                    | (Some(1), Some(1), Some(2))
+                (Some(1), Some(2), Some(1)) | (None, Some(1), Some(1)) | (Some(1), Some(1), Some(2))
             ),
             "put={p:?} remove={r:?} final={f:?}"
         );

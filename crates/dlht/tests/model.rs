@@ -23,16 +23,7 @@ enum Op {
 /// markers of the Modulo hasher, and wide random words.
 fn key_strategy() -> impl Strategy<Value = u64> {
     let m = Markers::for_hash(|w| w);
-    let special = vec![
-        0,
-        1,
-        u64::MAX,
-        u64::MAX - 1,
-        m.dead(0),
-        m.dead(1),
-        m.pending(0),
-        m.pending(1),
-    ];
+    let special = vec![0, 1, u64::MAX, u64::MAX - 1, m.dead(0), m.dead(1), m.pending(0), m.pending(1)];
     prop_oneof![
         4 => 0u64..64,
         2 => proptest::sample::select(special),
@@ -116,14 +107,7 @@ fn grows_through_many_resizes_and_keeps_everything() {
 fn marker_words_are_ordinary_keys() {
     let mk = Markers::for_hash(|w| w);
     let m = Map::<u64, u64, Modulo>::with_capacity_and_hasher(1, Modulo);
-    let keys = [
-        mk.dead(0),
-        mk.dead(1),
-        mk.pending(0),
-        mk.pending(1),
-        0,
-        u64::MAX,
-    ];
+    let keys = [mk.dead(0), mk.dead(1), mk.pending(0), mk.pending(1), 0, u64::MAX];
     for (i, &k) in keys.iter().enumerate() {
         assert_eq!(m.insert(k, i as u64), Ok(()), "key {k:#x}");
     }
@@ -161,10 +145,7 @@ fn other_key_and_value_types() {
 
 #[test]
 fn absurd_capacities_are_errors_not_aborts() {
-    assert_eq!(
-        Map::<u64, u64>::try_with_capacity(usize::MAX).unwrap_err(),
-        dlht::Error::CapacityOverflow
-    );
+    assert_eq!(Map::<u64, u64>::try_with_capacity(usize::MAX).unwrap_err(), dlht::Error::CapacityOverflow);
     assert!(Map::<u64, u64>::try_with_capacity(1 << 40).is_err());
 }
 

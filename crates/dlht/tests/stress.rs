@@ -11,10 +11,7 @@ use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 fn scale() -> u64 {
-    std::env::var("DLHT_STRESS_SCALE")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1)
+    std::env::var("DLHT_STRESS_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1)
 }
 
 struct Rng(u64);
@@ -33,16 +30,10 @@ fn value_for(key: u64, version: u64) -> u64 {
     key.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ version << 1
 }
 
-fn stress<S: BuildHasher + Sync>(
-    map: &Map<u64, u64, S>,
-    writers: u64,
-    readers: u64,
-    keys_per_writer: u64,
-) {
+fn stress<S: BuildHasher + Sync>(map: &Map<u64, u64, S>, writers: u64, readers: u64, keys_per_writer: u64) {
     let stable = 2_000u64; // present from the start, never removed
     for k in 0..stable {
-        map.insert(u64::MAX - k, value_for(u64::MAX - k, 0))
-            .unwrap();
+        map.insert(u64::MAX - k, value_for(u64::MAX - k, 0)).unwrap();
     }
     let stop = AtomicBool::new(false);
     let records: Vec<HashMap<u64, u64>> = std::thread::scope(|s| {
@@ -53,19 +44,12 @@ fn stress<S: BuildHasher + Sync>(
                 let mut hits = 0u64;
                 while !stop.load(Ordering::Relaxed) {
                     let k = u64::MAX - rng.next() % stable;
-                    assert_eq!(
-                        map.get(&k),
-                        Some(value_for(k, 0)),
-                        "a stable key vanished during a resize"
-                    );
+                    assert_eq!(map.get(&k), Some(value_for(k, 0)), "a stable key vanished during a resize");
                     let any = rng.next() % (writers * keys_per_writer);
                     if let Some(v) = map.get(&any) {
                         // Any version, but it must be this key's value.
                         let d = v ^ value_for(any, 0);
-                        assert!(
-                            d & 1 == 0 && d >> 41 == 0,
-                            "value {v:#x} of another key read for {any}"
-                        );
+                        assert!(d & 1 == 0 && d >> 41 == 0, "value {v:#x} of another key read for {any}");
                         hits += 1;
                     }
                 }
@@ -109,10 +93,7 @@ fn stress<S: BuildHasher + Sync>(
     let expected: usize = records.iter().map(|r| r.len()).sum::<usize>() + stable as usize;
     assert_eq!(map.len(), expected, "len");
     let stats = map.stats();
-    assert_eq!(
-        stats.occupied_slots, expected,
-        "occupied slots (duplicates or leftovers)"
-    );
+    assert_eq!(stats.occupied_slots, expected, "occupied slots (duplicates or leftovers)");
     for (w, rec) in records.iter().enumerate() {
         for i in 0..keys_per_writer {
             let k = i * writers + w as u64;
@@ -146,9 +127,7 @@ fn concurrent_same_key_inserts_have_one_winner() {
                 .map(|t| {
                     let map = &map;
                     s.spawn(move || {
-                        (0..2000u64)
-                            .filter(|&k| map.insert(k + round, t).is_ok())
-                            .collect::<Vec<_>>()
+                        (0..2000u64).filter(|&k| map.insert(k + round, t).is_ok()).collect::<Vec<_>>()
                     })
                 })
                 .collect();

@@ -118,10 +118,7 @@ mod imp {
     pub(super) fn dwcas(slot: &Slot, old: (u64, u64), new: (u64, u64)) -> Result<(), (u64, u64)> {
         let _guard = lock_for(slot);
         // SeqCst: the fallback must be at least as strong as a locked RMW.
-        let cur = (
-            slot.key.load(Ordering::SeqCst),
-            slot.value.load(Ordering::SeqCst),
-        );
+        let cur = (slot.key.load(Ordering::SeqCst), slot.value.load(Ordering::SeqCst));
         if cur != old {
             return Err(cur);
         }

@@ -78,11 +78,7 @@ pub fn insert(bin: &BinRef<'_>, key: u64, value: u64) -> Step<Inserted> {
         slot.fill_owned(pending, key); // I5
         let mut cur = claimed;
         loop {
-            match bin
-                .bucket
-                .header
-                .cas(cur, cur.with_slot(slot_i, SlotState::Valid))
-            {
+            match bin.bucket.header.cas(cur, cur.with_slot(slot_i, SlotState::Valid)) {
                 Ok(()) => break, // I6
                 Err(found) => cur = found,
             }
@@ -128,10 +124,5 @@ pub(crate) fn link_needed(bin: &BinRef<'_>, slot: usize) -> Option<LinkKind> {
         SlotHome::Single(_) => LinkKind::Single,
         SlotHome::Pair(..) => LinkKind::Pair,
     };
-    bin.bucket
-        .link_meta
-        .load()
-        .get(kind)
-        .is_none()
-        .then_some(kind)
+    bin.bucket.link_meta.load().get(kind).is_none().then_some(kind)
 }

@@ -84,10 +84,7 @@ pub fn scan(bin: &BinRef<'_>, h: Header, key: u64) -> Scan {
             }
         }
         if k == key {
-            return Scan::Found {
-                slot: i,
-                value: slot.load_value(),
-            };
+            return Scan::Found { slot: i, value: slot.load_value() };
         }
     }
     result

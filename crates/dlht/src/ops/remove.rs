@@ -40,12 +40,7 @@ pub fn remove(bin: &BinRef<'_>, key: u64) -> Step<Option<u64>> {
         // a header CAS only, which hazard 1 shows a put can race.
         #[cfg(dlht_plant = "remove_header_only")]
         {
-            if bin
-                .bucket
-                .header
-                .cas(h, h.with_slot(slot_i, SlotState::Invalid))
-                .is_ok()
-            {
+            if bin.bucket.header.cas(h, h.with_slot(slot_i, SlotState::Invalid)).is_ok() {
                 return Step::Done(Some(old));
             }
             continue 'restart;
@@ -73,11 +68,7 @@ pub(crate) fn release_slot(bin: &BinRef<'_>, i: usize, from: SlotState) {
         if h.bin_state() != BinState::NoTransfer {
             return;
         }
-        debug_assert_eq!(
-            h.slot(i),
-            from,
-            "dlht invariant: releasing a slot we do not own"
-        );
+        debug_assert_eq!(h.slot(i), from, "dlht invariant: releasing a slot we do not own");
         match bin.bucket.header.cas(h, h.with_slot(i, SlotState::Invalid)) {
             Ok(()) => return,
             Err(found) => h = found,

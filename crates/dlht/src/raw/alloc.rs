@@ -42,9 +42,7 @@ impl<T> ZeroedArray<T> {
     /// All-zero bytes must be a valid `T`.
     #[cfg(not(loom))]
     pub unsafe fn new_zeroed(len: usize, reserve_only: bool) -> Result<Self, Error> {
-        let bytes = len
-            .checked_mul(size_of::<T>())
-            .ok_or(Error::CapacityOverflow)?;
+        let bytes = len.checked_mul(size_of::<T>()).ok_or(Error::CapacityOverflow)?;
         let align = align_of::<T>().max(64);
         if bytes < HUGE_THRESHOLD || cfg!(not(target_os = "linux")) {
             let layout = std::alloc::Layout::from_size_align(bytes.max(align), align)
@@ -52,18 +50,9 @@ impl<T> ZeroedArray<T> {
             // SAFETY: the layout has non-zero size.
             let p = unsafe { std::alloc::alloc_zeroed(layout) };
             let ptr = NonNull::new(p as *mut T).ok_or(Error::AllocFailed { bytes })?;
-            return Ok(ZeroedArray {
-                ptr,
-                len,
-                mapping: (0, 0),
-                _owns: PhantomData,
-            });
+            return Ok(ZeroedArray { ptr, len, mapping: (0, 0), _owns: PhantomData });
         }
-        let mapped = bytes
-            .div_ceil(HUGE_PAGE)
-            .checked_add(1)
-            .ok_or(Error::CapacityOverflow)?
-            * HUGE_PAGE;
+        let mapped = bytes.div_ceil(HUGE_PAGE).checked_add(1).ok_or(Error::CapacityOverflow)? * HUGE_PAGE;
         let mut flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS;
         if reserve_only {
             flags |= libc::MAP_NORESERVE;
@@ -71,14 +60,7 @@ impl<T> ZeroedArray<T> {
         // SAFETY: an anonymous private mapping with no address hint has no
         // preconditions; failure is reported as MAP_FAILED.
         let base = unsafe {
-            libc::mmap(
-                core::ptr::null_mut(),
-                mapped,
-                libc::PROT_READ | libc::PROT_WRITE,
-                flags,
-                -1,
-                0,
-            )
+            libc::mmap(core::ptr::null_mut(), mapped, libc::PROT_READ | libc::PROT_WRITE, flags, -1, 0)
         };
         if base == libc::MAP_FAILED {
             return Err(Error::AllocFailed { bytes });
@@ -90,11 +72,7 @@ impl<T> ZeroedArray<T> {
         // madvise is advice: failure (THP off) is harmless, so it is ignored.
         #[cfg(target_os = "linux")]
         unsafe {
-            libc::madvise(
-                start as *mut libc::c_void,
-                mapped - (start - base as usize),
-                libc::MADV_HUGEPAGE,
-            );
+            libc::madvise(start as *mut libc::c_void, mapped - (start - base as usize), libc::MADV_HUGEPAGE);
         }
         Ok(ZeroedArray {
             // SAFETY: start is non-null, inside the mapping.
@@ -165,17 +143,23 @@ impl<T> Drop for ZeroedArray<T> {
         #[cfg(loom)]
         {
             // SAFETY: built from a boxed slice of exactly len elements.
-            drop(unsafe {
-                Box::from_raw(core::ptr::slice_from_raw_parts_mut(
-                    self.ptr.as_ptr(),
-                    self.len,
-                ))
-            });
+            drop(unsafe { Box::from_raw(core::ptr::slice_from_raw_parts_mut(self.ptr.as_ptr(), self.len)) });
         }
         #[cfg(not(loom))]
         {
             // Elements are atomics: no drop glue to run.
             let bytes = self.len * size_of::<T>();
+            // Debug builds poison freed heap arrays so that a thread still
+            // reading a freed index (hazard 4) sees garbage headers (every
+            // bin state 0b11, every slot Shadow) and trips an assertion,
+            // instead of reading plausible stale data. Mapped arrays are
+            // unmapped below, so a late reader faults anyway.
+            #[cfg(debug_assertions)]
+            if self.mapping.1 == 0 {
+                // SAFETY: we own `bytes` initialized bytes at ptr; nobody may
+                // read them any more (that is what the poison checks).
+                unsafe { core::ptr::write_bytes(self.ptr.as_ptr() as *mut u8, 0xFF, bytes) };
+            }
             let (base, mapped) = self.mapping;
             if mapped == 0 {
                 let align = align_of::<T>().max(64);

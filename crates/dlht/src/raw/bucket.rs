@@ -23,10 +23,7 @@ pub struct Slot {
 impl Slot {
     /// A zeroed slot.
     pub fn new() -> Self {
-        Slot {
-            key: AtomicU64::new(0),
-            value: AtomicU64::new(0),
-        }
+        Slot { key: AtomicU64::new(0), value: AtomicU64::new(0) }
     }
 
     /// Read the key word. Acquire: pairs with the Release stores/CAS that
@@ -98,9 +95,7 @@ pub struct LinkBucket {
 impl LinkBucket {
     /// An empty link bucket.
     pub fn new() -> Self {
-        LinkBucket {
-            slots: [Slot::new(), Slot::new(), Slot::new(), Slot::new()],
-        }
+        LinkBucket { slots: [Slot::new(), Slot::new(), Slot::new(), Slot::new()] }
     }
 }
 

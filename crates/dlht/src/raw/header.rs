@@ -76,7 +76,8 @@ impl Header {
         match (self.0 >> Self::BIN_STATE_SHIFT) & 0b11 {
             0b00 => BinState::NoTransfer,
             0b01 => BinState::InTransfer,
-            _ => BinState::DoneTransfer,
+            0b10 => BinState::DoneTransfer,
+            _ => panic!("dlht invariant: bin state 0b11 (freed or corrupt index)"),
         }
     }
 
@@ -149,10 +150,7 @@ impl core::fmt::Debug for Header {
     }
 }
 
-const _: () = assert!(
-    32 + 2 + SLOTS_PER_BIN * 2 == 64,
-    "header bits must add up to 64"
-);
+const _: () = assert!(32 + 2 + SLOTS_PER_BIN * 2 == 64, "header bits must add up to 64");
 const _: () = assert!(Header::BIN_STATE_SHIFT + 2 == Header::VERSION_SHIFT);
 
 /// A set of slot indexes taken from a header: one bit per 2-bit field.
@@ -236,10 +234,7 @@ impl AtomicHeader {
     /// header found (Acquire, for the same reason as [`load`](Self::load)).
     #[inline]
     pub fn cas(&self, cur: Header, new: Header) -> Result<(), Header> {
-        self.0
-            .compare_exchange(cur.0, new.0, Ordering::AcqRel, Ordering::Acquire)
-            .map(|_| ())
-            .map_err(Header)
+        self.0.compare_exchange(cur.0, new.0, Ordering::AcqRel, Ordering::Acquire).map(|_| ()).map_err(Header)
     }
 
     /// Store by the sole owner of a bin (a transfer writing a new-index bin
@@ -271,12 +266,7 @@ mod tests {
 
     #[test]
     fn slot_round_trip_and_version_bump() {
-        let states = [
-            SlotState::Invalid,
-            SlotState::TryInsert,
-            SlotState::Valid,
-            SlotState::Shadow,
-        ];
+        let states = [SlotState::Invalid, SlotState::TryInsert, SlotState::Valid, SlotState::Shadow];
         let mut h = Header::default();
         for i in 0..SLOTS_PER_BIN {
             let s = states[i % 4];
@@ -289,11 +279,7 @@ mod tests {
             assert_eq!(h.slot(i), states[i % 4], "slot {i}");
         }
         assert_eq!(h.bin_state(), BinState::NoTransfer);
-        for b in [
-            BinState::InTransfer,
-            BinState::DoneTransfer,
-            BinState::NoTransfer,
-        ] {
+        for b in [BinState::InTransfer, BinState::DoneTransfer, BinState::NoTransfer] {
             let h2 = h.with_bin_state(b);
             assert_eq!(h2.bin_state(), b);
             assert_eq!(h2.version(), h.version() + 1);
@@ -309,19 +295,11 @@ mod tests {
             .with_slot(7, SlotState::Valid)
             .with_slot(14, SlotState::Shadow);
         assert_eq!(h.slots_in(SlotState::Valid).collect::<Vec<_>>(), vec![0, 7]);
-        assert_eq!(
-            h.slots_in(SlotState::TryInsert).collect::<Vec<_>>(),
-            vec![3]
-        );
+        assert_eq!(h.slots_in(SlotState::TryInsert).collect::<Vec<_>>(), vec![3]);
         assert_eq!(h.slots_in(SlotState::Shadow).collect::<Vec<_>>(), vec![14]);
         assert_eq!(h.slots_in(SlotState::Invalid).count(), 11);
         assert_eq!(h.first_invalid(), Some(1));
-        assert_eq!(
-            h.slots_in(SlotState::Valid)
-                .range(3, 15)
-                .collect::<Vec<_>>(),
-            vec![7]
-        );
+        assert_eq!(h.slots_in(SlotState::Valid).range(3, 15).collect::<Vec<_>>(), vec![7]);
         assert_eq!(h.slots_in(SlotState::Valid).range(0, 3).count(), 1);
     }
 

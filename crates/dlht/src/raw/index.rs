@@ -69,10 +69,7 @@ impl Index {
             return Err(Error::CapacityOverflow);
         }
         #[cfg(all(target_arch = "x86_64", not(loom)))]
-        assert!(
-            std::arch::is_x86_feature_detected!("cmpxchg16b"),
-            "dlht needs a CPU with cmpxchg16b"
-        );
+        assert!(std::arch::is_x86_feature_detected!("cmpxchg16b"), "dlht needs a CPU with cmpxchg16b");
         let link_soft = (bins / BINS_PER_LINK).max(1);
         // Worst case: every bin chains three buckets, plus buckets leaked by
         // chaining races and overshoot of failed claims.
@@ -132,11 +129,7 @@ impl Index {
     pub fn bin(&self, bin: usize) -> BinRef<'_> {
         // SAFETY: bin_of masks with mask = len - 1; other callers iterate 0..bins().
         let bucket = unsafe { self.bins.get_unchecked(bin & self.mask) };
-        BinRef {
-            index: self,
-            bin,
-            bucket,
-        }
+        BinRef { index: self, bin, bucket }
     }
 
     /// Address of a bin's primary bucket, for prefetching.
@@ -247,7 +240,6 @@ impl<'a> BinRef<'a> {
             return &self.bucket.slots[p];
         }
         let meta = *lm.get_or_insert_with(|| self.bucket.link_meta.load());
-        self.slot_in(meta, i)
-            .expect("dlht invariant: a claimed slot's link bucket is chained")
+        self.slot_in(meta, i).expect("dlht invariant: a claimed slot's link bucket is chained")
     }
 }

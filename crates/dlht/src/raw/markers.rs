@@ -39,14 +39,9 @@ impl Markers {
                 found[bin_parity_served].push(candidate);
             }
             if found[0].len() == 2 && found[1].len() == 2 {
-                return Markers {
-                    dead: [found[0][0], found[1][0]],
-                    pending: [found[0][1], found[1][1]],
-                };
+                return Markers { dead: [found[0][0], found[1][0]], pending: [found[0][1], found[1][1]] };
             }
-            candidate = candidate
-                .wrapping_mul(0x5851_F42D_4C95_7F2D)
-                .wrapping_add(0x1405_7B7E_F767_814F);
+            candidate = candidate.wrapping_mul(0x5851_F42D_4C95_7F2D).wrapping_add(0x1405_7B7E_F767_814F);
         }
         panic!("dlht: the hash function never produced both parities; it cannot index bins");
     }
@@ -72,11 +67,7 @@ mod tests {
         let m = Markers::for_hash(hash);
         for bin in 0..4usize {
             for mk in [m.dead(bin), m.pending(bin)] {
-                assert_ne!(
-                    hash(mk) as usize & 1,
-                    bin & 1,
-                    "marker {mk:#x} could live in bin {bin}"
-                );
+                assert_ne!(hash(mk) as usize & 1, bin & 1, "marker {mk:#x} could live in bin {bin}");
             }
             assert_ne!(m.dead(bin), m.pending(bin));
         }

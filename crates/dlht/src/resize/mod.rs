@@ -60,12 +60,7 @@ pub fn grow(core: &Core, idx: &Index, hash: &dyn Fn(u64) -> u64) -> Result<(), E
     }
     // R2
     loop {
-        match idx.resize.phase.compare_exchange(
-            IDLE,
-            ALLOCATING,
-            Ordering::AcqRel,
-            Ordering::Acquire,
-        ) {
+        match idx.resize.phase.compare_exchange(IDLE, ALLOCATING, Ordering::AcqRel, Ordering::Acquire) {
             Ok(_) => {
                 let bins = idx.bins();
                 let next = if bins >= MAX_BINS {
@@ -77,8 +72,7 @@ pub fn grow(core: &Core, idx: &Index, hash: &dyn Fn(u64) -> u64) -> Result<(), E
                     Ok(next) => {
                         // Release: the zeroed index is visible to whoever
                         // loads `next` with Acquire.
-                        idx.next
-                            .store(Box::into_raw(Box::new(next)), Ordering::Release);
+                        idx.next.store(Box::into_raw(Box::new(next)), Ordering::Release);
                         idx.resize.phase.store(PUBLISHED, Ordering::Release);
                         break;
                     }

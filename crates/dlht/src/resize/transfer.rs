@@ -21,11 +21,7 @@ pub fn transfer_bin(old: &Index, b: usize, new: &Index, hash: &dyn Fn(u64) -> u6
     let bin = old.bin(b);
     let mut h = bin.header();
     loop {
-        debug_assert_eq!(
-            h.bin_state(),
-            BinState::NoTransfer,
-            "dlht invariant: bin transferred twice"
-        );
+        debug_assert_eq!(h.bin_state(), BinState::NoTransfer, "dlht invariant: bin transferred twice");
         let claimed = h.with_bin_state(BinState::InTransfer);
         match bin.bucket.header.cas(h, claimed) {
             Ok(()) => {
@@ -66,9 +62,7 @@ pub fn transfer_bin(old: &Index, b: usize, new: &Index, hash: &dyn Fn(u64) -> u6
             }
         }
     }
-    bin.bucket
-        .header
-        .store_owned(h.with_bin_state(BinState::DoneTransfer)); // T3
+    bin.bucket.header.store_owned(h.with_bin_state(BinState::DoneTransfer)); // T3
     copied
 }
 
@@ -80,15 +74,11 @@ pub fn transfer_bin(old: &Index, b: usize, new: &Index, hash: &dyn Fn(u64) -> u6
 fn place(new: &Index, hash: u64, key: u64, value: u64) {
     let bin = new.bin(new.bin_of(hash));
     let h = bin.header();
-    let i = h
-        .first_invalid()
-        .expect("dlht invariant: a transfer target bin overflowed");
+    let i = h.first_invalid().expect("dlht invariant: a transfer target bin overflowed");
     if let Some(kind) = link_needed(&bin, i) {
         let chained = new.chain(&bin, kind, Claimant::Transfer);
         assert!(chained, "dlht invariant: transfer link reserve exhausted");
     }
     bin.slot(&mut None, i).fill_owned(key, value);
-    bin.bucket
-        .header
-        .store_owned(h.with_slot(i, SlotState::Valid));
+    bin.bucket.header.store_owned(h.with_slot(i, SlotState::Valid));
 }

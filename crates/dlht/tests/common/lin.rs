@@ -108,11 +108,7 @@ pub fn check_key(events: &[Event], init: Option<u64>) -> bool {
         if count == n {
             return true;
         }
-        let min_ret = (0..n)
-            .filter(|&i| !bit(&done, i))
-            .map(|i| ev[i].returned)
-            .min()
-            .unwrap();
+        let min_ret = (0..n).filter(|&i| !bit(&done, i)).map(|i| ev[i].returned).min().unwrap();
         let mut advanced = false;
         let mut i = start_from;
         while i < n && ev[i].invoked <= min_ret {
@@ -165,40 +161,26 @@ mod tests {
     use super::*;
 
     fn ev(call: Call, invoked: u64, returned: u64) -> Event {
-        Event {
-            key: 1,
-            call,
-            invoked,
-            returned,
-        }
+        Event { key: 1, call, invoked, returned }
     }
 
     #[test]
     fn accepts_overlapping_reorderable_ops() {
         // Insert overlaps a get that already sees it: fine.
-        let h = [
-            ev(Call::Insert(5, Ok(())), 0, 3),
-            ev(Call::Get(Some(5)), 1, 2),
-        ];
+        let h = [ev(Call::Insert(5, Ok(())), 0, 3), ev(Call::Get(Some(5)), 1, 2)];
         assert!(check_key(&h, None));
     }
 
     #[test]
     fn rejects_real_time_violation() {
         // The get finished before the insert began but saw its value.
-        let h = [
-            ev(Call::Get(Some(5)), 0, 1),
-            ev(Call::Insert(5, Ok(())), 2, 3),
-        ];
+        let h = [ev(Call::Get(Some(5)), 0, 1), ev(Call::Insert(5, Ok(())), 2, 3)];
         assert!(!check_key(&h, None));
     }
 
     #[test]
     fn rejects_double_insert() {
-        let h = [
-            ev(Call::Insert(1, Ok(())), 0, 3),
-            ev(Call::Insert(2, Ok(())), 1, 2),
-        ];
+        let h = [ev(Call::Insert(1, Ok(())), 0, 3), ev(Call::Insert(2, Ok(())), 1, 2)];
         assert!(!check_key(&h, None));
     }
 }

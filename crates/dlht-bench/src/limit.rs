@@ -1,0 +1,115 @@
+//! The physical limit: random cache-line reads over a huge-page array the
+//! size of the table, plain and software-prefetched, in the same run.
+
+use dlht::raw::alloc::ZeroedArray;
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+/// One cache line.
+#[repr(C, align(64))]
+pub struct Line([u64; 8]);
+
+/// Cache lines per second, in millions.
+pub struct Limit {
+    pub plain: f64,
+    pub prefetched: f64,
+}
+
+/// Measure the limit over `bytes` of memory.
+pub fn measure(bytes: usize, dur: Duration) -> Limit {
+    let lines = (bytes / 64).next_power_of_two();
+    // SAFETY: Line is plain integers: all-zero is valid.
+    let arr = unsafe { ZeroedArray::<Line>::new_zeroed(lines, false) }.expect("allocating the limit array");
+    // Fault every page in (and make lines distinct) before timing.
+    for i in (0..lines).step_by(64) {
+        let p = arr.ptr_at(i) as *mut u64;
+        // SAFETY: in bounds; this thread is the only user of the array.
+        unsafe { p.write_volatile(i as u64) };
+    }
+    let mask = lines - 1;
+    let plain = run(dur, |seed| {
+        let mut x = seed;
+        let mut sum = 0u64;
+        for _ in 0..1024 {
+            x = splitmix(x);
+            // SAFETY: masked index in bounds.
+            sum = sum.wrapping_add(unsafe { arr.get_unchecked(x as usize & mask) }.0[0]);
+        }
+        black_box(sum);
+        1024
+    });
+    let prefetched = run(dur, |seed| {
+        let mut x = seed;
+        let mut sum = 0u64;
+        let mut idx = [0usize; 16];
+        for _ in 0..64 {
+            for slot in idx.iter_mut() {
+                x = splitmix(x);
+                *slot = x as usize & mask;
+                prefetch(arr.ptr_at(*slot));
+            }
+            for &i in &idx {
+                // SAFETY: masked index in bounds.
+                sum = sum.wrapping_add(unsafe { arr.get_unchecked(i) }.0[0]);
+            }
+        }
+        black_box(sum);
+        1024
+    });
+    Limit { plain, prefetched }
+}
+
+/// Run `f` (which returns the operations it did) repeatedly for `dur`;
+/// millions of operations per second.
+pub fn run(dur: Duration, mut f: impl FnMut(u64) -> u64) -> f64 {
+    let start = Instant::now();
+    let mut ops = 0u64;
+    let mut seed = 0x1234_5678u64;
+    while start.elapsed() < dur {
+        seed = splitmix(seed);
+        ops += f(seed);
+    }
+    ops as f64 / start.elapsed().as_secs_f64() / 1e6
+}
+
+/// splitmix64: a bijective mixer, so `splitmix(i)` are distinct random-looking keys.
+#[inline(always)]
+pub fn splitmix(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+#[inline(always)]
+fn prefetch<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: prefetch is a hint and never faults.
+    unsafe {
+        core::arch::x86_64::_mm_prefetch(p as *const i8, core::arch::x86_64::_MM_HINT_T0)
+    };
+}
+
+/// CPU model, cores, memory, THP mode, kernel.
+pub fn machine_line() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown cpu".into());
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
+    let mem = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .next()
+                .map(|l| l.split_whitespace().nth(1).unwrap_or("0").parse::<u64>().unwrap_or(0) / 1024 / 1024)
+        })
+        .unwrap_or(0);
+    let thp = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").unwrap_or_default();
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    format!("{cpu}, {cores} cores, {mem} GiB, THP {}, kernel {}", thp.trim(), kernel.trim())
+}
