@@ -40,6 +40,8 @@ impl Core {
     pub fn current(&self) -> &Index {
         // SAFETY: current is never null and stays allocated while the caller
         // is announced (see `reclaim`), or while the caller holds &mut Map.
+        // Acquire: pairs with the SeqCst store in `publish`, so the index's
+        // contents are visible.
         unsafe { &*self.current.load(Ordering::Acquire) }
     }
 
@@ -60,6 +62,8 @@ impl Core {
 
     /// R4: make `next` current after `old` was fully transferred.
     pub fn publish(&self, old: &Index, next: &Index) {
+        // Relaxed counters below: statistics; the chunk counter's AcqRel
+        // already ordered every transfer before this point.
         let occupancy = self.transferred.swap(0, Ordering::Relaxed) as f64 / old.slot_capacity() as f64;
         self.occupancy_at_resize.lock().unwrap_or_else(|e| e.into_inner()).push(occupancy);
         let old_ptr = old as *const Index as *mut Index;
@@ -73,12 +77,12 @@ impl Core {
 
     /// Count keys copied by a transfer (for the occupancy statistic).
     pub fn note_transferred(&self, n: usize) {
-        self.transferred.fetch_add(n, Ordering::Relaxed);
+        self.transferred.fetch_add(n, Ordering::Relaxed); // a statistic
     }
 
     /// Resizes completed.
     pub fn resizes(&self) -> usize {
-        self.resizes.load(Ordering::Relaxed)
+        self.resizes.load(Ordering::Relaxed) // a statistic
     }
 
     /// Occupancy of each replaced index at its resize.
@@ -89,6 +93,7 @@ impl Core {
 
 impl Drop for Core {
     fn drop(&mut self) {
+        // Relaxed: &mut self, no other thread can access the map.
         let cur = self.current.load(Ordering::Relaxed);
         // SAFETY: &mut self: no thread is inside. The current index is owned
         // here; retired ones are freed by Reclaim's Drop; `next` of the

@@ -92,6 +92,7 @@ impl Reclaim {
 
     /// Sum of all threads' length deltas.
     pub fn len(&self) -> i64 {
+        // Relaxed: see `add_len`; a sum of counters publishes nothing.
         self.threads.iter().map(|r| r.len_delta.load(Ordering::Relaxed) as i64).fold(0i64, i64::wrapping_add)
     }
 
@@ -137,7 +138,7 @@ impl Reclaim {
                 // entrants load the current index (generation > g), so none
                 // can reach this one; it was handed over once.
                 drop(unsafe { Box::from_raw(r.0) });
-                self.freed.fetch_add(1, Ordering::Relaxed);
+                self.freed.fetch_add(1, Ordering::Relaxed); // a statistic
                 false
             } else {
                 true

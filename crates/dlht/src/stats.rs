@@ -52,6 +52,7 @@ impl Stats {
             bins: idx.bins(),
             link_buckets: idx.link_capacity(),
             link_buckets_in_use: links_in_use,
+            // Relaxed: a statistic; no memory is published through it.
             link_buckets_leaked: idx.leaked_links.load(crate::sync::Ordering::Relaxed),
             slots,
             occupied_slots: occupied,

@@ -110,6 +110,7 @@ impl Index {
 
     /// Link buckets claimed so far (in use, leaked, or overshoot of a failed claim).
     pub fn links_claimed(&self) -> usize {
+        // Relaxed: a statistic.
         (self.link_next.load(Ordering::Relaxed) as usize).min(self.links.len())
     }
 
@@ -176,7 +177,7 @@ impl Index {
         let mut cur = meta.load();
         loop {
             if cur.get(kind).is_some() {
-                self.leaked_links.fetch_add(n as usize, Ordering::Relaxed);
+                self.leaked_links.fetch_add(n as usize, Ordering::Relaxed); // a statistic
                 return true;
             }
             match meta.cas(cur, cur.with(kind, first as u32)) {

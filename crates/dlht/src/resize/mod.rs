@@ -60,6 +60,8 @@ pub fn grow(core: &Core, idx: &Index, hash: &dyn Fn(u64) -> u64) -> Result<(), E
     }
     // R2
     loop {
+        // AcqRel/Acquire: `phase` hands the allocator role over; the Acquire
+        // side pairs with the Release stores below that end each phase.
         match idx.resize.phase.compare_exchange(IDLE, ALLOCATING, Ordering::AcqRel, Ordering::Acquire) {
             Ok(_) => {
                 let bins = idx.bins();
