@@ -5,6 +5,7 @@
 mod common;
 
 use common::lin::{check, check_key, Call, Clock, Event, Verdict};
+use common::Rng;
 use dlht::{Map, Modulo};
 use std::collections::HashMap;
 use std::hash::BuildHasher;
@@ -34,20 +35,6 @@ impl<S: BuildHasher + Sync> TestMap for Map<u64, u64, S> {
     }
     fn upsert(&self, k: u64, v: u64) -> Option<u64> {
         Map::upsert(self, k, v)
-    }
-}
-
-/// Tiny xorshift PRNG: deterministic per thread and seed.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
     }
 }
 

@@ -129,41 +129,52 @@ fn put_cannot_land_in_a_reinserted_slot_with_equal_contents() {
     });
 }
 
-#[test]
-fn put_racing_a_transfer_is_never_lost() {
-    // A put that succeeds in the old bin after it was copied would be lost.
-    model(|| {
+/// A two-bin index holding K → 1, with a four-bin next index attached.
+/// `race(old)` runs on a second thread while this thread transfers bin 0;
+/// `check(old, new, result)` runs after both.
+fn race_with_transfer<T: Send + 'static>(
+    race: impl Fn(&Index) -> T + Send + Sync + Copy + 'static,
+    check: impl Fn(&Index, &Index, T) + Send + Sync + Copy + 'static,
+) {
+    model(move || {
         let old = index(2);
         ins(&old, K, 1);
         let new = Box::into_raw(Box::new(Index::new(4, markers(), 2).unwrap()));
         old.next.store(new, Ordering::Release);
         let o2 = old.clone();
-        let t = loom::thread::spawn(move || pt(&o2, K, 2));
+        let t = loom::thread::spawn(move || race(&o2));
+        // SAFETY: `new` stays allocated until both threads are done.
         transfer_bin(&old, 0, unsafe { &*new }, &|w| w);
-        assert_eq!(t.join().unwrap(), Some(1));
-        // SAFETY: both threads are done with the new index.
+        let r = t.join().unwrap();
+        // SAFETY: both threads are done with the new index; freed once.
         let new = unsafe { Box::from_raw(new) };
-        assert_eq!(gt(&new, K), Some(2), "the put was lost in the old index");
-        assert_eq!(gt(&old, K), Some(2), "old index forwards to the new one");
+        check(&old, &new, r);
     });
 }
 
 #[test]
+fn put_racing_a_transfer_is_never_lost() {
+    // A put that succeeds in the old bin after it was copied would be lost.
+    race_with_transfer(
+        |old| pt(old, K, 2),
+        |old, new, put| {
+            assert_eq!(put, Some(1));
+            assert_eq!(gt(new, K), Some(2), "the put was lost in the old index");
+            assert_eq!(gt(old, K), Some(2), "old index forwards to the new one");
+        },
+    );
+}
+
+#[test]
 fn insert_racing_a_transfer_lands_exactly_once() {
-    model(|| {
-        let old = index(2);
-        ins(&old, K, 1);
-        let new = Box::into_raw(Box::new(Index::new(4, markers(), 2).unwrap()));
-        old.next.store(new, Ordering::Release);
-        let o2 = old.clone();
-        let t = loom::thread::spawn(move || ins(&o2, K2, 5));
-        transfer_bin(&old, 0, unsafe { &*new }, &|w| w);
-        assert_eq!(t.join().unwrap(), Inserted::New);
-        // SAFETY: both threads are done with the new index.
-        let new = unsafe { Box::from_raw(new) };
-        assert_eq!(gt(&new, K2), Some(5));
-        assert_eq!(gt(&new, K), Some(1));
-        assert_eq!(rm(&new, K2), Some(5));
-        assert_eq!(gt(&new, K2), None, "K2 was inserted twice");
-    });
+    race_with_transfer(
+        |old| ins(old, K2, 5),
+        |_, new, inserted| {
+            assert_eq!(inserted, Inserted::New);
+            assert_eq!(gt(new, K2), Some(5));
+            assert_eq!(gt(new, K), Some(1));
+            assert_eq!(rm(new, K2), Some(5));
+            assert_eq!(gt(new, K2), None, "K2 was inserted twice");
+        },
+    );
 }

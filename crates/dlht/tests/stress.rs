@@ -5,6 +5,9 @@
 //! work for long opt-in runs.
 #![cfg(not(loom))]
 
+mod common;
+
+use common::Rng;
 use dlht::{Map, Modulo};
 use std::collections::HashMap;
 use std::hash::BuildHasher;
@@ -12,16 +15,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 fn scale() -> u64 {
     std::env::var("DLHT_STRESS_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1)
-}
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
 }
 
 /// Writer `w` owns keys with `key % writers == w`; values encode (key, version)
