@@ -9,7 +9,7 @@ echo "== cargo test (release: the concurrency tests need real speed)"
 cargo test --workspace --release
 
 echo "== cargo test (debug: overflow checks, poisoned freed indexes)"
-cargo test -p dlht --lib --test model --test reclaim
+cargo test -p dlht --lib --test model --test reclaim --test batch
 
 echo "== loom models of the bin protocol"
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p dlht --release --test loom

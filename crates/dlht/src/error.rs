@@ -20,6 +20,13 @@ pub enum Error {
     /// one hash. Only possible with a degenerate `BuildHasher`, such as the
     /// modulo hasher fed keys that are equal modulo 2^31.
     BinOverflow,
+    /// A batch's output buffer is not as long as its requests.
+    LengthMismatch {
+        /// Requests (or keys) given.
+        requests: usize,
+        /// Responses (or outputs) given.
+        responses: usize,
+    },
 }
 
 impl fmt::Display for Error {
@@ -27,6 +34,10 @@ impl fmt::Display for Error {
         match self {
             Error::CapacityOverflow => write!(f, "requested capacity is too large for a dlht index"),
             Error::AllocFailed { bytes } => write!(f, "could not allocate {bytes} bytes for a dlht index"),
+            Error::LengthMismatch { requests, responses } => write!(
+                f,
+                "a batch of {requests} requests needs as many response slots, not {responses}"
+            ),
             Error::BinOverflow => write!(
                 f,
                 "more than 15 keys share one bin even at the largest index size; the hash function does not separate them"

@@ -59,10 +59,13 @@
 #![deny(unsafe_op_in_unsafe_fn, missing_docs)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
+mod api;
 mod arch;
+mod batch;
 mod error;
 mod hash;
 mod inline;
+mod local;
 mod map;
 mod map_core;
 mod ops;
@@ -76,9 +79,11 @@ mod sync;
 #[doc(hidden)]
 pub mod raw;
 
+pub use batch::{Request, Response, StopOn, WINDOW as BATCH_WINDOW};
 pub use error::Error;
 pub use hash::{DefaultHashBuilder, Modulo, ModuloHasher};
 pub use inline::Inline;
+pub use local::LocalMap;
 pub use map::Map;
 pub use stats::Stats;
 

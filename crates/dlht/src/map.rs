@@ -1,32 +1,23 @@
 //! The public concurrent map (Inlined mode).
 
+use crate::api::{self, KeyValue, Runner, DEFAULT_BINS};
+use crate::batch::{self, Request, Response, StopOn};
 use crate::error::Error;
 use crate::hash::DefaultHashBuilder;
 use crate::inline::Inline;
 use crate::map_core::Core;
 use crate::ops::insert::Inserted;
-use crate::ops::{self, Step};
-use crate::raw::header::SlotState;
-use crate::raw::index::{BinRef, MAX_BINS, MIN_BINS};
+use crate::ops::Step;
+use crate::raw::index::{BinRef, Index};
 use crate::raw::markers::Markers;
+use crate::raw::threading::Shared;
+use crate::reclaim::ThreadRecord;
 use crate::resize;
 use crate::stats::Stats;
 use crate::sync::backoff;
 use core::fmt;
 use core::hash::BuildHasher;
 use core::marker::PhantomData;
-
-/// Keys per bin a table is sized for by [`Map::with_capacity`]: with
-/// uniform hashing about 7% of bins then need a link bucket, well under the
-/// one-in-eight that exist, so `n` inserts rarely resize.
-const KEYS_PER_BIN_AT_CAPACITY: f64 = 1.5;
-
-/// Bins of a new map from [`Map::new`].
-const DEFAULT_BINS: usize = 16;
-
-/// Marker for the key and value types: covariant, and no auto-trait
-/// inference from K and V (Send and Sync are implemented by hand).
-type KeyValue<K, V> = fn(K, V) -> (K, V);
 
 /// A concurrent hash map storing keys and values of at most 8 bytes inline
 /// in 16-byte slots of 64-byte buckets (the DLHT design).
@@ -120,7 +111,7 @@ impl<K: Inline, V: Inline, S: BuildHasher> Map<K, V, S> {
 
     /// An empty map for `n` keys using `hasher`, or why it cannot be made.
     pub fn try_with_capacity_and_hasher(n: usize, hasher: S) -> Result<Self, Error> {
-        Self::build(bins_for(n)?, hasher)
+        Self::build(api::bins_for(n)?, hasher)
     }
 
     fn build(bins: usize, hasher: S) -> Result<Self, Error> {
@@ -138,58 +129,10 @@ impl<K: Inline, V: Inline, S: BuildHasher> Map<K, V, S> {
         self.hasher.hash_one(w)
     }
 
-    /// Run a per-bin protocol from the current index, following transferred
-    /// bins and growing the index when an insert finds it full. `len_delta`
-    /// says how a result changes the number of keys.
+    /// Enter the map once (announcing this thread, see `reclaim`) for `f`.
     #[inline(always)]
-    fn run<T>(
-        &self,
-        hash: u64,
-        mut op: impl FnMut(&BinRef<'_>) -> Step<T>,
-        len_delta: impl Fn(&T) -> i64,
-    ) -> Result<T, Error> {
-        self.core.enter(|idx, record| {
-            let mut idx = idx;
-            let mut spins = 0;
-            loop {
-                let bin = idx.bin(idx.bin_of(hash));
-                match op(&bin) {
-                    Step::Done(r) => {
-                        record.add_len(len_delta(&r));
-                        return Ok(r);
-                    }
-                    Step::Moved => {
-                        idx = idx.next_index().expect("dlht invariant: a transferred bin has a next index");
-                    }
-                    Step::Full => {
-                        self.check_overflow(&bin, hash)?;
-                        resize::grow(&self.core, idx, &|w| self.hash_word(w))?;
-                        // Other helpers may still hold our bin's chunk.
-                        backoff(&mut spins);
-                    }
-                }
-            }
-        })
-    }
-
-    /// A bin full of live keys that all agree with `hash` in every bit an
-    /// index can use will never be split by growing.
-    fn check_overflow(&self, bin: &BinRef<'_>, hash: u64) -> Result<(), Error> {
-        let h = bin.header();
-        if h.first_invalid().is_some() {
-            return Ok(()); // link buckets ran out: growing helps
-        }
-        let mut lm = None;
-        let bits = (MAX_BINS - 1) as u64;
-        let all_same = h.slots_in(SlotState::Valid).all(|i| {
-            let k = bin.slot(&mut lm, i).load_key();
-            self.hash_word(k) & bits == hash & bits
-        });
-        if all_same {
-            Err(Error::BinOverflow)
-        } else {
-            Ok(())
-        }
+    fn session<R>(&self, f: impl FnOnce(&Session<'_, K, V, S>) -> R) -> R {
+        self.core.enter(|index, record| f(&Session { map: self, index, record }))
     }
 
     /// The value of `key`, if present.
@@ -203,8 +146,8 @@ impl<K: Inline, V: Inline, S: BuildHasher> Map<K, V, S> {
     #[inline]
     pub fn get(&self, key: &K) -> Option<V> {
         let k = key.into_word();
-        let found = self.run(self.hash_word(k), |bin| ops::get::get(bin, k), |_| 0);
-        found.expect("dlht invariant: get never grows").map(V::from_word)
+        let h = self.hash_word(k);
+        self.session(|s| api::get(s, h, k)).map(V::from_word)
     }
 
     /// True if `key` is present.
@@ -233,11 +176,11 @@ impl<K: Inline, V: Inline, S: BuildHasher> Map<K, V, S> {
     /// returned as an error; the map is then unchanged.
     pub fn try_insert(&self, key: K, value: V) -> Result<Result<(), V>, Error> {
         let (k, v) = (key.into_word(), value.into_word());
-        let new = |r: &Inserted| (*r == Inserted::New) as i64;
-        match self.run(self.hash_word(k), |bin| ops::insert::insert(bin, k, v), new)? {
-            Inserted::New => Ok(Ok(())),
-            Inserted::Exists(old) => Ok(Err(V::from_word(old))),
-        }
+        let h = self.hash_word(k);
+        Ok(match self.session(|s| api::insert(s, h, k, v))? {
+            Inserted::New => Ok(()),
+            Inserted::Exists(old) => Err(V::from_word(old)),
+        })
     }
 
     /// Replace the value of a present `key`, returning the old value; if
@@ -253,8 +196,8 @@ impl<K: Inline, V: Inline, S: BuildHasher> Map<K, V, S> {
     #[inline]
     pub fn put(&self, key: K, value: V) -> Option<V> {
         let (k, v) = (key.into_word(), value.into_word());
-        let old = self.run(self.hash_word(k), |bin| ops::put::put(bin, k, v), |_| 0);
-        old.expect("dlht invariant: put never grows").map(V::from_word)
+        let h = self.hash_word(k);
+        self.session(|s| api::put(s, h, k, v)).map(V::from_word)
     }
 
     /// Remove `key`, returning its value. The slot is reusable at once.
@@ -268,9 +211,8 @@ impl<K: Inline, V: Inline, S: BuildHasher> Map<K, V, S> {
     #[inline]
     pub fn remove(&self, key: &K) -> Option<V> {
         let k = key.into_word();
-        let removed = |r: &Option<u64>| -(r.is_some() as i64);
-        let old = self.run(self.hash_word(k), |bin| ops::remove::remove(bin, k), removed);
-        old.expect("dlht invariant: remove never grows").map(V::from_word)
+        let h = self.hash_word(k);
+        self.session(|s| api::remove(s, h, k)).map(V::from_word)
     }
 
     /// Insert or overwrite: the old value if `key` was present.
@@ -290,19 +232,59 @@ impl<K: Inline, V: Inline, S: BuildHasher> Map<K, V, S> {
 
     /// Like [`upsert`](Self::upsert), returning growth failure as an error.
     pub fn try_upsert(&self, key: K, value: V) -> Result<Option<V>, Error> {
-        loop {
-            if let Some(old) = self.put(key, value) {
-                return Ok(Some(old));
-            }
-            match self.try_insert(key, value)? {
-                Ok(()) => return Ok(None),
-                Err(_) => continue, // inserted by another thread meanwhile: put again
-            }
-        }
+        let (k, v) = (key.into_word(), value.into_word());
+        let h = self.hash_word(k);
+        Ok(self.session(|s| api::upsert(s, h, k, v))?.map(V::from_word))
+    }
+
+    /// Run a batch of mixed requests in order, with the memory accesses of
+    /// later requests prefetched while earlier ones run (paper §3.3).
+    /// `responses[i]` receives the result of `requests[i]`. Returns how many
+    /// requests ran; with [`StopOn::Failure`] the batch stops after the
+    /// first request that does not succeed, and the rest stay
+    /// [`Response::NotExecuted`]. An error (the index could not grow, or the
+    /// buffers differ in length) also leaves the remaining requests not
+    /// executed.
+    ///
+    /// ```
+    /// use dlht::{Map, Request, Response, StopOn};
+    /// let m = Map::<u64, u64>::new();
+    /// let reqs = [Request::Insert(1, 10), Request::Get(1), Request::Remove(2), Request::Put(1, 11)];
+    /// let mut out = [Response::NotExecuted; 4];
+    /// assert_eq!(m.batch(&reqs, &mut out, StopOn::Failure), Ok(3));
+    /// assert_eq!(out, [Response::Insert(Ok(())), Response::Get(Some(10)), Response::Remove(None), Response::NotExecuted]);
+    /// ```
+    pub fn batch(
+        &self,
+        requests: &[Request<K, V>],
+        responses: &mut [Response<V>],
+        stop: StopOn,
+    ) -> Result<usize, Error> {
+        self.session(|s| batch::execute(s, || s.index, |w| self.hash_word(w), requests, responses, stop))
+    }
+
+    /// Get many keys at once, prefetching ahead: `out[i]` receives the value
+    /// of `keys[i]`. Errors only if the lengths differ.
+    ///
+    /// ```
+    /// let m = dlht::Map::<u64, u64>::new();
+    /// m.insert(3, 30).unwrap();
+    /// let mut out = [None; 2];
+    /// m.get_many(&[3, 4], &mut out).unwrap();
+    /// assert_eq!(out, [Some(30), None]);
+    /// ```
+    pub fn get_many(&self, keys: &[K], out: &mut [Option<V>]) -> Result<(), Error> {
+        self.session(|s| batch::get_many(s, || s.index, |w| self.hash_word(w), keys, out))
     }
 
     /// Prefetch the bin of `key` into the cache, for callers that interleave
     /// independent work (coroutines, async) before the real request.
+    ///
+    /// ```
+    /// let m = dlht::Map::<u64, u64>::new();
+    /// m.prefetch(&7);
+    /// assert_eq!(m.get(&7), None);
+    /// ```
     #[inline]
     pub fn prefetch(&self, key: &K) {
         let hash = self.hash_word(key.into_word());
@@ -329,7 +311,7 @@ impl<K: Inline, V: Inline, S: BuildHasher> Map<K, V, S> {
     }
 
     /// Slots inserts may use before the index must grow: three per bin plus
-    /// four per link bucket. A map usually grows at 60–75% of it.
+    /// four per link bucket. A map usually grows at 55–75% of it.
     pub fn capacity(&self) -> usize {
         self.core.enter(|idx, _| idx.slot_capacity())
     }
@@ -337,35 +319,57 @@ impl<K: Inline, V: Inline, S: BuildHasher> Map<K, V, S> {
     /// A snapshot of the index's shape and occupancy (scans the index).
     pub fn stats(&self) -> Stats {
         self.core.reclaim.collect();
-        self.core.enter(|idx, _| Stats::of(idx, &self.core))
+        self.core.enter(|idx, _| {
+            Stats::of(idx, self.core.resizes(), self.core.occupancy_at_resize(), self.core.reclaim.pending())
+        })
     }
 }
 
-/// Bins for `n` keys.
-fn bins_for(n: usize) -> Result<usize, Error> {
-    let want = (n as f64 / KEYS_PER_BIN_AT_CAPACITY).ceil();
-    if want > MAX_BINS as f64 {
-        return Err(Error::CapacityOverflow);
+/// A thread inside a map: the index it entered with, and its record.
+struct Session<'m, K, V, S> {
+    map: &'m Map<K, V, S>,
+    index: &'m Index,
+    record: &'m ThreadRecord,
+}
+
+impl<K: Inline, V: Inline, S: BuildHasher> Runner for Session<'_, K, V, S> {
+    type T = Shared;
+
+    /// Follow transferred bins to the next index; grow the index (helping
+    /// any resize under way) when an insert finds it full.
+    #[inline(always)]
+    fn run<X>(
+        &self,
+        hash: u64,
+        mut op: impl FnMut(&BinRef<'_>) -> Step<X>,
+        len_delta: impl Fn(&X) -> i64,
+    ) -> Result<X, Error> {
+        let mut idx = self.index;
+        let mut spins = 0;
+        loop {
+            let bin = idx.bin(idx.bin_of(hash));
+            match op(&bin) {
+                Step::Done(r) => {
+                    self.record.add_len(len_delta(&r));
+                    return Ok(r);
+                }
+                Step::Moved => {
+                    idx = idx.next_index().expect("dlht invariant: a transferred bin has a next index");
+                }
+                Step::Full => {
+                    let map = self.map;
+                    api::check_separable(&bin, hash, |w| map.hash_word(w))?;
+                    resize::grow(&map.core, idx, &|w| map.hash_word(w))?;
+                    // Other helpers may still hold our bin's chunk.
+                    backoff(&mut spins);
+                }
+            }
+        }
     }
-    Ok((want as usize).max(MIN_BINS).next_power_of_two())
 }
 
 impl<K, V, S> fmt::Debug for Map<K, V, S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Map").field("len", &self.core.reclaim.len()).finish_non_exhaustive()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn bins_for_sizes() {
-        assert_eq!(bins_for(0).unwrap(), 2);
-        assert_eq!(bins_for(1).unwrap(), 2);
-        assert_eq!(bins_for(1536).unwrap(), 1024);
-        assert_eq!(bins_for(1537).unwrap(), 2048);
-        assert!(bins_for(usize::MAX).is_err());
     }
 }

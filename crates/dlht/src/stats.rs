@@ -1,6 +1,5 @@
 //! Index statistics: shape, occupancy, resizes.
 
-use crate::map_core::Core;
 use crate::raw::header::SlotState;
 use crate::raw::index::Index;
 
@@ -31,7 +30,12 @@ pub struct Stats {
 }
 
 impl Stats {
-    pub(crate) fn of(idx: &Index, core: &Core) -> Stats {
+    pub(crate) fn of(
+        idx: &Index,
+        resizes: usize,
+        occupancy_at_resize: Vec<f64>,
+        awaiting_free: usize,
+    ) -> Stats {
         let mut occupied = 0;
         let mut links_in_use = 0;
         for b in 0..idx.bins() {
@@ -57,9 +61,9 @@ impl Stats {
             slots,
             occupied_slots: occupied,
             load_factor: occupied as f64 / slots as f64,
-            resizes: core.resizes(),
-            occupancy_at_resize: core.occupancy_at_resize(),
-            indexes_awaiting_free: core.reclaim.pending(),
+            resizes,
+            occupancy_at_resize,
+            indexes_awaiting_free: awaiting_free,
         }
     }
 }

@@ -7,6 +7,7 @@
 use dlht::protocol::{get, insert, put, remove, transfer_bin, Inserted, Step};
 use dlht::raw::index::Index;
 use dlht::raw::markers::Markers;
+use dlht::raw::threading::Shared;
 use loom::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -144,7 +145,7 @@ fn race_with_transfer<T: Send + 'static>(
         let o2 = old.clone();
         let t = loom::thread::spawn(move || race(&o2));
         // SAFETY: `new` stays allocated until both threads are done.
-        transfer_bin(&old, 0, unsafe { &*new }, &|w| w);
+        transfer_bin::<Shared>(&old, 0, unsafe { &*new }, &|w| w);
         let r = t.join().unwrap();
         // SAFETY: both threads are done with the new index; freed once.
         let new = unsafe { Box::from_raw(new) };

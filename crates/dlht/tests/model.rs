@@ -5,7 +5,7 @@
 #![cfg(not(loom))]
 
 use dlht::raw::markers::Markers;
-use dlht::{Map, Modulo};
+use dlht::{LocalMap, Map, Modulo, Stats};
 use proptest::prelude::*;
 use std::collections::HashMap;
 use std::hash::BuildHasher;
@@ -43,7 +43,48 @@ fn op_strategy() -> impl Strategy<Value = Op> {
     ]
 }
 
-fn run_model<S: BuildHasher>(map: &Map<u64, u64, S>, ops: &[Op]) {
+/// The operations both map types offer, for one model harness.
+pub trait ModelMap {
+    fn get(&self, k: &u64) -> Option<u64>;
+    fn insert(&self, k: u64, v: u64) -> Result<(), u64>;
+    fn put(&self, k: u64, v: u64) -> Option<u64>;
+    fn remove(&self, k: &u64) -> Option<u64>;
+    fn upsert(&self, k: u64, v: u64) -> Option<u64>;
+    fn len(&self) -> usize;
+    fn stats(&self) -> Stats;
+}
+
+macro_rules! model_map {
+    ($t:ident) => {
+        impl<S: BuildHasher> ModelMap for $t<u64, u64, S> {
+            fn get(&self, k: &u64) -> Option<u64> {
+                $t::get(self, k)
+            }
+            fn insert(&self, k: u64, v: u64) -> Result<(), u64> {
+                $t::insert(self, k, v)
+            }
+            fn put(&self, k: u64, v: u64) -> Option<u64> {
+                $t::put(self, k, v)
+            }
+            fn remove(&self, k: &u64) -> Option<u64> {
+                $t::remove(self, k)
+            }
+            fn upsert(&self, k: u64, v: u64) -> Option<u64> {
+                $t::upsert(self, k, v)
+            }
+            fn len(&self) -> usize {
+                $t::len(self)
+            }
+            fn stats(&self) -> Stats {
+                $t::stats(self)
+            }
+        }
+    };
+}
+model_map!(Map);
+model_map!(LocalMap);
+
+fn run_model(map: &impl ModelMap, ops: &[Op]) {
     let mut model: HashMap<u64, u64> = HashMap::new();
     for (i, op) in ops.iter().enumerate() {
         match *op {
@@ -85,11 +126,25 @@ proptest! {
     fn matches_hashmap_modulo_hasher(ops in proptest::collection::vec(op_strategy(), 1..3000)) {
         run_model(&Map::<u64, u64, Modulo>::with_capacity_and_hasher(1, Modulo), &ops);
     }
+
+    #[test]
+    fn single_thread_mode_matches_hashmap(ops in proptest::collection::vec(op_strategy(), 1..3000)) {
+        run_model(&LocalMap::<u64, u64>::with_capacity(1), &ops);
+    }
+
+    #[test]
+    fn single_thread_mode_matches_hashmap_modulo(ops in proptest::collection::vec(op_strategy(), 1..3000)) {
+        run_model(&LocalMap::<u64, u64, Modulo>::with_capacity_and_hasher(1, Modulo), &ops);
+    }
 }
 
 #[test]
 fn grows_through_many_resizes_and_keeps_everything() {
-    let m = Map::<u64, u64>::with_capacity(1);
+    grow_check(&Map::<u64, u64>::with_capacity(1));
+    grow_check(&LocalMap::<u64, u64>::with_capacity(1));
+}
+
+fn grow_check(m: &impl ModelMap) {
     let n = 300_000u64;
     for i in 0..n {
         assert_eq!(m.insert(i.wrapping_mul(0x9E37_79B9_7F4A_7C15), i), Ok(()));

@@ -11,10 +11,11 @@
 
 use super::{scan, settle, validate, Scan, Step};
 use crate::raw::index::BinRef;
+use crate::raw::threading::Threading;
 
 /// Look `key` up in `bin`.
 #[inline]
-pub fn get(bin: &BinRef<'_>, key: u64) -> Step<Option<u64>> {
+pub fn get<T: Threading>(bin: &BinRef<'_, T>, key: u64) -> Step<Option<u64>> {
     loop {
         let mut h = bin.header(); // G1
         if settle(bin, &mut h) {

@@ -25,10 +25,10 @@
 
 use super::remove::release_slot;
 use super::{scan, settle, validate, wait_pending, Scan, Step};
-use crate::arch::dwcas;
 use crate::raw::header::{BinState, SlotState};
 use crate::raw::index::{BinRef, Claimant};
 use crate::raw::link_meta::{LinkKind, SlotHome};
+use crate::raw::threading::Threading;
 
 /// Result of a finished insert.
 #[derive(Debug, PartialEq, Eq, Clone, Copy)]
@@ -40,7 +40,7 @@ pub enum Inserted {
 }
 
 /// Insert `key → value` if `key` is absent.
-pub fn insert(bin: &BinRef<'_>, key: u64, value: u64) -> Step<Inserted> {
+pub fn insert<T: Threading>(bin: &BinRef<'_, T>, key: u64, value: u64) -> Step<Inserted> {
     let pending = bin.pending();
     'restart: loop {
         let mut h = bin.header(); // I1
@@ -71,14 +71,14 @@ pub fn insert(bin: &BinRef<'_>, key: u64, value: u64) -> Step<Inserted> {
             continue 'restart;
         }
         let claimed = h.with_slot(slot_i, SlotState::TryInsert);
-        if bin.bucket.header.cas(h, claimed).is_err() {
+        if bin.cas_header(h, claimed).is_err() {
             continue 'restart; // I4
         }
         let slot = bin.slot(&mut None, slot_i);
         slot.fill_owned(pending, key); // I5
         let mut cur = claimed;
         loop {
-            match bin.bucket.header.cas(cur, cur.with_slot(slot_i, SlotState::Valid)) {
+            match bin.cas_header(cur, cur.with_slot(slot_i, SlotState::Valid)) {
                 Ok(()) => break, // I6
                 Err(found) => cur = found,
             }
@@ -104,7 +104,7 @@ pub fn insert(bin: &BinRef<'_>, key: u64, value: u64) -> Step<Inserted> {
                 }
             }
         }
-        return match dwcas(slot, (pending, key), (key, value)) {
+        return match bin.dwcas(slot, (pending, key), (key, value)) {
             Ok(()) => Step::Done(Inserted::New), // I7
             Err(_) => {
                 // Killed by a transfer: nothing was published here.
@@ -118,7 +118,7 @@ pub fn insert(bin: &BinRef<'_>, key: u64, value: u64) -> Step<Inserted> {
 
 /// The link a slot's bucket needs before it can be claimed, if not chained.
 #[inline]
-pub(crate) fn link_needed(bin: &BinRef<'_>, slot: usize) -> Option<LinkKind> {
+pub(crate) fn link_needed<T: Threading>(bin: &BinRef<'_, T>, slot: usize) -> Option<LinkKind> {
     let kind = match SlotHome::of(slot) {
         SlotHome::Primary(_) => return None,
         SlotHome::Single(_) => LinkKind::Single,

@@ -20,6 +20,7 @@ pub mod remove;
 use crate::raw::header::{BinState, Header, SlotState};
 use crate::raw::index::BinRef;
 use crate::raw::link_meta::LinkMeta;
+use crate::raw::threading::Threading;
 use crate::sync::{backoff, fence, Ordering};
 
 /// Outcome of one protocol step on one index.
@@ -60,7 +61,7 @@ pub enum Scan {
 /// key, and a second insert of the key would go ahead. If the key word
 /// changed in between, the slot is judged on its new key word.
 #[inline(always)]
-pub fn scan(bin: &BinRef<'_>, h: Header, key: u64) -> Scan {
+pub fn scan<T: Threading>(bin: &BinRef<'_, T>, h: Header, key: u64) -> Scan {
     let mut lm: Option<LinkMeta> = None;
     let pending = bin.pending();
     let mut result = Scan::Absent;
@@ -95,7 +96,7 @@ pub fn scan(bin: &BinRef<'_>, h: Header, key: u64) -> Scan {
 /// describes. `fence(Acquire)` orders those relaxed-or-acquire slot reads
 /// before the re-read (crossbeam's `validate_read` shape).
 #[inline(always)]
-pub fn validate(bin: &BinRef<'_>, h: Header) -> bool {
+pub fn validate<T: Threading>(bin: &BinRef<'_, T>, h: Header) -> bool {
     fence(Ordering::Acquire);
     bin.bucket.header.load_validate() == h
 }
@@ -104,7 +105,7 @@ pub fn validate(bin: &BinRef<'_>, h: Header) -> bool {
 /// DoneTransfer — the caller moves to the next index — or false, with the
 /// header re-read into `h`, if it is NoTransfer.
 #[inline]
-pub fn settle(bin: &BinRef<'_>, h: &mut Header) -> bool {
+pub fn settle<T: Threading>(bin: &BinRef<'_, T>, h: &mut Header) -> bool {
     let mut spins = 0;
     loop {
         match h.bin_state() {

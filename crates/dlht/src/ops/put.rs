@@ -14,12 +14,12 @@
 //! correct put of the newer incarnation. Linearization: the successful CAS.
 
 use super::{scan, settle, validate, Scan, Step};
-use crate::arch::dwcas;
 use crate::raw::index::BinRef;
+use crate::raw::threading::Threading;
 
 /// Replace the value of `key` with `value`; the old value, or None if absent.
 #[inline]
-pub fn put(bin: &BinRef<'_>, key: u64, value: u64) -> Step<Option<u64>> {
+pub fn put<T: Threading>(bin: &BinRef<'_, T>, key: u64, value: u64) -> Step<Option<u64>> {
     'restart: loop {
         let mut h = bin.header(); // P1
         if settle(bin, &mut h) {
@@ -39,7 +39,7 @@ pub fn put(bin: &BinRef<'_>, key: u64, value: u64) -> Step<Option<u64>> {
         }
         let slot = bin.slot(&mut None, slot_i);
         loop {
-            match dwcas(slot, (key, old), (key, value)) {
+            match bin.dwcas(slot, (key, old), (key, value)) {
                 Ok(()) => return Step::Done(Some(old)), // P4
                 Err((k, v)) if k == key => old = v,     // P5: a racing put won
                 Err(_) => continue 'restart,            // removed or transferred

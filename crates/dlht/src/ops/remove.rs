@@ -12,13 +12,13 @@
 //! (hazard 1): after D4 the slot no longer holds (key, v).
 
 use super::{scan, settle, validate, Scan, Step};
-use crate::arch::dwcas;
 use crate::raw::header::{BinState, SlotState};
 use crate::raw::index::BinRef;
+use crate::raw::threading::Threading;
 
 /// Remove `key`; its value, or None if absent.
 #[inline]
-pub fn remove(bin: &BinRef<'_>, key: u64) -> Step<Option<u64>> {
+pub fn remove<T: Threading>(bin: &BinRef<'_, T>, key: u64) -> Step<Option<u64>> {
     'restart: loop {
         let mut h = bin.header(); // D1
         if settle(bin, &mut h) {
@@ -40,7 +40,7 @@ pub fn remove(bin: &BinRef<'_>, key: u64) -> Step<Option<u64>> {
         // a header CAS only, which hazard 1 shows a put can race.
         #[cfg(dlht_plant = "remove_header_only")]
         {
-            if bin.bucket.header.cas(h, h.with_slot(slot_i, SlotState::Invalid)).is_ok() {
+            if bin.cas_header(h, h.with_slot(slot_i, SlotState::Invalid)).is_ok() {
                 return Step::Done(Some(old));
             }
             continue 'restart;
@@ -48,7 +48,7 @@ pub fn remove(bin: &BinRef<'_>, key: u64) -> Step<Option<u64>> {
         let slot = bin.slot(&mut None, slot_i);
         let dead = bin.dead();
         loop {
-            match dwcas(slot, (key, old), (dead, old)) {
+            match bin.dwcas(slot, (key, old), (dead, old)) {
                 Ok(()) => break, // D4
                 Err((k, v)) if k == key => old = v,
                 Err(_) => continue 'restart,
@@ -62,14 +62,14 @@ pub fn remove(bin: &BinRef<'_>, key: u64) -> Step<Option<u64>> {
 /// D5 (and insert's release): move slot `i` from `from` to Invalid. Only the
 /// caller can change this slot's state now, so this retries only across
 /// other slots' changes; it gives up if a transfer took the bin.
-pub(crate) fn release_slot(bin: &BinRef<'_>, i: usize, from: SlotState) {
+pub(crate) fn release_slot<T: Threading>(bin: &BinRef<'_, T>, i: usize, from: SlotState) {
     let mut h = bin.header();
     loop {
         if h.bin_state() != BinState::NoTransfer {
             return;
         }
         debug_assert_eq!(h.slot(i), from, "dlht invariant: releasing a slot we do not own");
-        match bin.bucket.header.cas(h, h.with_slot(i, SlotState::Invalid)) {
+        match bin.cas_header(h, h.with_slot(i, SlotState::Invalid)) {
             Ok(()) => return,
             Err(found) => h = found,
         }

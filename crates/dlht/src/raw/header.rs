@@ -13,6 +13,7 @@
 //! see docs/DESIGN.md, hazard 7) and a reader can validate a snapshot by
 //! re-reading the word.
 
+use super::threading::{cas_word, Threading};
 use crate::sync::{AtomicU64, Ordering};
 
 /// Number of slots per bin: 3 in the primary bucket, 4 in each of 3 links.
@@ -232,9 +233,9 @@ impl AtomicHeader {
     /// written before it (insert's fill), Acquire makes the winner see the
     /// slot words published by earlier transitions. On failure returns the
     /// header found (Acquire, for the same reason as [`load`](Self::load)).
-    #[inline]
-    pub fn cas(&self, cur: Header, new: Header) -> Result<(), Header> {
-        self.0.compare_exchange(cur.0, new.0, Ordering::AcqRel, Ordering::Acquire).map(|_| ()).map_err(Header)
+    #[inline(always)]
+    pub fn cas<T: Threading>(&self, cur: Header, new: Header) -> Result<(), Header> {
+        cas_word::<T>(&self.0, cur.0, new.0).map_err(Header)
     }
 
     /// Store by the sole owner of a bin (a transfer writing a new-index bin

@@ -5,8 +5,10 @@ use super::bucket::{LinkBucket, PrimaryBucket, Slot};
 use super::header::Header;
 use super::link_meta::{LinkKind, LinkMeta, SlotHome};
 use super::markers::Markers;
+use super::threading::{fetch_add, Shared, Threading};
 use crate::error::Error;
 use crate::sync::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use core::marker::PhantomData;
 
 /// Fewest bins an index has: two, so both bin parities exist (see markers).
 pub const MIN_BINS: usize = 2;
@@ -125,12 +127,18 @@ impl Index {
         hash as usize & self.mask
     }
 
-    /// The bin at `bin`.
+    /// The bin at `bin`, accessed by many threads.
     #[inline(always)]
     pub fn bin(&self, bin: usize) -> BinRef<'_> {
-        // SAFETY: bin_of masks with mask = len - 1; other callers iterate 0..bins().
+        self.bin_as::<Shared>(bin)
+    }
+
+    /// The bin at `bin`, accessed as `T` says.
+    #[inline(always)]
+    pub fn bin_as<T: Threading>(&self, bin: usize) -> BinRef<'_, T> {
+        // SAFETY: the mask keeps the position in bounds.
         let bucket = unsafe { self.bins.get_unchecked(bin & self.mask) };
-        BinRef { index: self, bin, bucket }
+        BinRef { index: self, bin: bin & self.mask, bucket, _threading: PhantomData }
     }
 
     /// Address of a bin's primary bucket, for prefetching.
@@ -138,6 +146,12 @@ impl Index {
     #[allow(dead_code)] // used by Map::prefetch and batching
     pub fn bin_ptr(&self, bin: usize) -> *const PrimaryBucket {
         self.bins.ptr_at(bin & self.mask)
+    }
+
+    /// Address of link bucket `l`, for prefetching (never dereferenced).
+    #[inline(always)]
+    pub fn link_ptr(&self, l: u32) -> *const LinkBucket {
+        self.links.ptr_at(l as usize)
     }
 
     /// The next index, if a resize has allocated one. Acquire: pairs with the
@@ -155,7 +169,7 @@ impl Index {
     /// when the claimant's limit is reached (for an insert: resize).
     /// If another thread chained the same link first, our buckets are leaked
     /// and counted (hazard 6); the bin is chained either way.
-    pub fn chain(&self, bin: &BinRef<'_>, kind: LinkKind, who: Claimant) -> bool {
+    pub fn chain<T: Threading>(&self, bin: &BinRef<'_, T>, kind: LinkKind, who: Claimant) -> bool {
         let n: u64 = match kind {
             LinkKind::Single => 1,
             LinkKind::Pair => 2,
@@ -169,7 +183,7 @@ impl Index {
         if who == Claimant::Insert && self.link_next.load(Ordering::Relaxed) + n > limit {
             return false;
         }
-        let first = self.link_next.fetch_add(n, Ordering::Relaxed);
+        let first = fetch_add::<T>(&self.link_next, n);
         if first + n > limit {
             return false;
         }
@@ -180,7 +194,7 @@ impl Index {
                 self.leaked_links.fetch_add(n as usize, Ordering::Relaxed); // a statistic
                 return true;
             }
-            match meta.cas(cur, cur.with(kind, first as u32)) {
+            match meta.cas::<T>(cur, cur.with(kind, first as u32)) {
                 Ok(()) => return true,
                 Err(found) => cur = found,
             }
@@ -188,18 +202,38 @@ impl Index {
     }
 }
 
-/// One bin of an index.
-#[derive(Clone, Copy)]
-pub struct BinRef<'a> {
+/// One bin of an index, and how it is shared (see `threading`).
+pub struct BinRef<'a, T: Threading = Shared> {
     /// Its index.
     pub index: &'a Index,
     /// Its position.
     pub bin: usize,
     /// Its primary bucket.
     pub bucket: &'a PrimaryBucket,
+    _threading: PhantomData<T>,
 }
 
-impl<'a> BinRef<'a> {
+impl<T: Threading> Clone for BinRef<'_, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T: Threading> Copy for BinRef<'_, T> {}
+
+impl<'a, T: Threading> BinRef<'a, T> {
+    /// CAS the header (see `threading::cas_word`).
+    #[inline(always)]
+    pub fn cas_header(&self, cur: Header, new: Header) -> Result<(), Header> {
+        self.bucket.header.cas::<T>(cur, new)
+    }
+
+    /// 16-byte CAS on a slot of this bin (see `threading::dwcas`).
+    #[inline(always)]
+    pub fn dwcas(&self, slot: &Slot, old: (u64, u64), new: (u64, u64)) -> Result<(), (u64, u64)> {
+        super::threading::dwcas::<T>(slot, old, new)
+    }
+
     /// The header.
     #[inline(always)]
     pub fn header(&self) -> Header {

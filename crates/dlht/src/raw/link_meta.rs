@@ -13,6 +13,7 @@
 //! CAS from zero, and never changes for the life of the index.
 
 use super::header::SLOTS_PER_BIN;
+use super::threading::{cas_word, Threading};
 use crate::sync::{AtomicU64, Ordering};
 
 /// Slots in the primary bucket.
@@ -125,13 +126,11 @@ impl AtomicLinkMeta {
         LinkMeta(self.0.load(Ordering::Acquire))
     }
 
-    /// Chain a link (CAS from `cur`). AcqRel for the reason given at `load`.
+    /// Chain a link (CAS from `cur`). AcqRel for the reason given at `load`
+    /// (see `threading::cas_word`).
     #[inline]
-    pub fn cas(&self, cur: LinkMeta, new: LinkMeta) -> Result<(), LinkMeta> {
-        self.0
-            .compare_exchange(cur.0, new.0, Ordering::AcqRel, Ordering::Acquire)
-            .map(|_| ())
-            .map_err(LinkMeta)
+    pub fn cas<T: Threading>(&self, cur: LinkMeta, new: LinkMeta) -> Result<(), LinkMeta> {
+        cas_word::<T>(&self.0, cur.0, new.0).map_err(LinkMeta)
     }
 }
 

@@ -6,3 +6,4 @@ pub mod header;
 pub mod index;
 pub mod link_meta;
 pub mod markers;
+pub mod threading;

@@ -19,6 +19,7 @@ pub mod transfer;
 use crate::error::Error;
 use crate::map_core::Core;
 use crate::raw::index::{Index, MAX_BINS};
+use crate::raw::threading::Shared;
 use crate::sync::{backoff, Ordering};
 
 /// Bins per transfer chunk.
@@ -106,7 +107,7 @@ fn help(core: &Core, idx: &Index, hash: &dyn Fn(u64) -> u64) {
         let last = (first + CHUNK_BINS).min(idx.bins());
         let mut copied = 0;
         for b in first..last {
-            copied += transfer::transfer_bin(idx, b, next, hash);
+            copied += transfer::transfer_bin::<Shared>(idx, b, next, hash);
         }
         core.note_transferred(copied);
         // AcqRel: the last finisher must see every other chunk's transfer

@@ -11,19 +11,19 @@
 //! T3 store DoneTransfer: operations now go to the next index.
 
 use super::super::ops::insert::link_needed;
-use crate::arch::dwcas;
 use crate::raw::header::{BinState, SlotState};
 use crate::raw::index::{Claimant, Index};
+use crate::raw::threading::Threading;
 
 /// Transfer bin `b` of `old` into `new`. Returns the number of keys copied.
 /// The caller owns bin `b` for transfer (it claimed its chunk).
-pub fn transfer_bin(old: &Index, b: usize, new: &Index, hash: &dyn Fn(u64) -> u64) -> usize {
-    let bin = old.bin(b);
+pub fn transfer_bin<T: Threading>(old: &Index, b: usize, new: &Index, hash: &dyn Fn(u64) -> u64) -> usize {
+    let bin = old.bin_as::<T>(b);
     let mut h = bin.header();
     loop {
         debug_assert_eq!(h.bin_state(), BinState::NoTransfer, "dlht invariant: bin transferred twice");
         let claimed = h.with_bin_state(BinState::InTransfer);
-        match bin.bucket.header.cas(h, claimed) {
+        match bin.cas_header(h, claimed) {
             Ok(()) => {
                 h = claimed; // T1
                 break;
@@ -46,14 +46,14 @@ pub fn transfer_bin(old: &Index, b: usize, new: &Index, hash: &dyn Fn(u64) -> u6
             // key, so a racing put can still succeed in the old bin.
             #[cfg(dlht_plant = "transfer_keeps_key")]
             if cur.0 != pending {
-                place(new, hash(cur.0), cur.0, cur.1);
+                place::<T>(new, hash(cur.0), cur.0, cur.1);
                 copied += 1;
                 break;
             }
-            match dwcas(slot, cur, (dead, cur.1)) {
+            match bin.dwcas(slot, cur, (dead, cur.1)) {
                 Ok(()) => {
                     if cur.0 != pending {
-                        place(new, hash(cur.0), cur.0, cur.1); // T2
+                        place::<T>(new, hash(cur.0), cur.0, cur.1); // T2
                         copied += 1;
                     }
                     break;
@@ -71,8 +71,8 @@ pub fn transfer_bin(old: &Index, b: usize, new: &Index, hash: &dyn Fn(u64) -> u6
 /// feed distinct target bins because the new mask extends the old one), so
 /// plain owner stores suffice. It holds at most the 15 keys of one source
 /// bin, and link buckets for transfers are reserved for the worst case.
-fn place(new: &Index, hash: u64, key: u64, value: u64) {
-    let bin = new.bin(new.bin_of(hash));
+fn place<T: Threading>(new: &Index, hash: u64, key: u64, value: u64) {
+    let bin = new.bin_as::<T>(new.bin_of(hash));
     let h = bin.header();
     let i = h.first_invalid().expect("dlht invariant: a transfer target bin overflowed");
     if let Some(kind) = link_needed(&bin, i) {

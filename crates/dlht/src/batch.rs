@@ -1,0 +1,207 @@
+//! Batched requests with software prefetching (paper §3.3).
+//!
+//! A batch runs in the order given — request i takes effect before request
+//! i+1 — while the memory accesses of later requests are already under way:
+//! a sliding window hashes request i+[`WINDOW`] and prefetches its primary
+//! bucket, and at distance `WINDOW/2` reads the (by then arriving) link
+//! metadata and prefetches any chained link buckets, before request i runs.
+//! Hashes live in a fixed ring on the stack: no heap allocation per batch.
+//! The map is entered once per batch, so the reclamation cost is paid once.
+
+use crate::api::{self, Runner};
+use crate::arch::prefetch;
+use crate::error::Error;
+use crate::inline::Inline;
+use crate::ops::insert::Inserted;
+use crate::raw::bucket::PrimaryBucket;
+use crate::raw::index::Index;
+
+/// How many requests ahead the primary bucket is prefetched. About a memory
+/// latency's worth of requests (~100 ns / ~5 ns each), rounded to a power of
+/// two; measured by `dlht-bench` batch sweeps.
+pub const WINDOW: usize = 16;
+
+/// One request of a batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Request<K, V> {
+    /// Look the key up.
+    Get(K),
+    /// Insert if absent.
+    Insert(K, V),
+    /// Update if present.
+    Put(K, V),
+    /// Remove.
+    Remove(K),
+    /// Insert or overwrite.
+    Upsert(K, V),
+}
+
+impl<K: Copy, V> Request<K, V> {
+    /// The request's key.
+    #[inline]
+    pub fn key(&self) -> K {
+        match *self {
+            Request::Get(k) | Request::Remove(k) => k,
+            Request::Insert(k, _) | Request::Put(k, _) | Request::Upsert(k, _) => k,
+        }
+    }
+}
+
+/// The result of one request, in the order of the requests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Response<V> {
+    /// Not run: an earlier request failed under [`StopOn::Failure`], or an
+    /// error ended the batch.
+    #[default]
+    NotExecuted,
+    /// Result of a get.
+    Get(Option<V>),
+    /// Result of an insert: `Err` carries the value already present.
+    Insert(Result<(), V>),
+    /// Result of a put: the old value, or None if absent (nothing inserted).
+    Put(Option<V>),
+    /// Result of a remove.
+    Remove(Option<V>),
+    /// Result of an upsert: the old value if the key was present.
+    Upsert(Option<V>),
+}
+
+impl<V> Response<V> {
+    /// False for a get or put or remove that found no key, an insert that
+    /// found one, and a request not executed.
+    pub fn succeeded(&self) -> bool {
+        match self {
+            Response::NotExecuted => false,
+            Response::Get(r) | Response::Put(r) | Response::Remove(r) => r.is_some(),
+            Response::Insert(r) => r.is_ok(),
+            Response::Upsert(_) => true,
+        }
+    }
+}
+
+/// When a batch stops early.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum StopOn {
+    /// Run every request.
+    #[default]
+    Never,
+    /// Stop after the first request that does not succeed (see
+    /// [`Response::succeeded`]); later ones are reported `NotExecuted`.
+    Failure,
+}
+
+/// Run `n` requests through the prefetch window. `index()` is the index to
+/// prefetch from, asked afresh at every step because a single-thread map
+/// replaces (and frees) its index when it grows; `hash_of(i)` hashes request
+/// i's key; `exec(i, hash)` runs it and says whether to go on. Returns the
+/// number of requests executed.
+#[inline(always)]
+pub(crate) fn pipeline<'i>(
+    index: impl Fn() -> &'i Index,
+    n: usize,
+    hash_of: impl Fn(usize) -> u64,
+    mut exec: impl FnMut(usize, u64) -> Result<bool, Error>,
+) -> Result<usize, Error> {
+    let mut ring = [0u64; WINDOW];
+    let bin_ptr = |idx: &Index, h: u64| idx.bin_ptr(idx.bin_of(h));
+    let idx = index();
+    for (i, slot) in ring.iter_mut().enumerate().take(n) {
+        *slot = hash_of(i);
+        prefetch(bin_ptr(idx, *slot));
+    }
+    for i in 0..n {
+        let h = ring[i % WINDOW];
+        {
+            // Scoped: `exec` may free this index (single-thread growth).
+            let idx = index();
+            if i + WINDOW < n {
+                let ahead = hash_of(i + WINDOW);
+                ring[i % WINDOW] = ahead;
+                prefetch(bin_ptr(idx, ahead));
+            }
+            if i + WINDOW / 2 < n {
+                prefetch_links(idx, bin_ptr(idx, ring[(i + WINDOW / 2) % WINDOW]));
+            }
+        }
+        if !exec(i, h)? {
+            return Ok(i + 1);
+        }
+    }
+    Ok(n)
+}
+
+/// Prefetch the link buckets chained to a bin whose primary bucket should
+/// be arriving in the cache.
+#[inline(always)]
+fn prefetch_links(index: &Index, primary: *const PrimaryBucket) {
+    // SAFETY: `primary` points into `index`, which the caller keeps alive.
+    let lm = unsafe { &*primary }.link_meta.load();
+    if let Some(l) = lm.single() {
+        prefetch(index.link_ptr(l));
+    }
+    if let Some(l) = lm.pair() {
+        prefetch(index.link_ptr(l));
+        prefetch(index.link_ptr(l + 1));
+    }
+}
+
+/// Run a mixed batch on a runner whose index is `index`.
+pub(crate) fn execute<'i, K: Inline, V: Inline, R: Runner>(
+    r: &R,
+    index: impl Fn() -> &'i Index,
+    hash: impl Fn(u64) -> u64,
+    requests: &[Request<K, V>],
+    responses: &mut [Response<V>],
+    stop: StopOn,
+) -> Result<usize, Error> {
+    if requests.len() != responses.len() {
+        return Err(Error::LengthMismatch { requests: requests.len(), responses: responses.len() });
+    }
+    responses.fill(Response::NotExecuted);
+    let keys = |i: usize| requests[i].key().into_word();
+    pipeline(
+        index,
+        requests.len(),
+        |i| hash(keys(i)),
+        |i, h| {
+            let k = keys(i);
+            let v = V::from_word;
+            let resp = match requests[i] {
+                Request::Get(_) => Response::Get(api::get(r, h, k).map(v)),
+                Request::Insert(_, val) => Response::Insert(match api::insert(r, h, k, val.into_word())? {
+                    Inserted::New => Ok(()),
+                    Inserted::Exists(old) => Err(v(old)),
+                }),
+                Request::Put(_, val) => Response::Put(api::put(r, h, k, val.into_word()).map(v)),
+                Request::Remove(_) => Response::Remove(api::remove(r, h, k).map(v)),
+                Request::Upsert(_, val) => Response::Upsert(api::upsert(r, h, k, val.into_word())?.map(v)),
+            };
+            let go_on = stop == StopOn::Never || resp.succeeded();
+            responses[i] = resp;
+            Ok(go_on)
+        },
+    )
+}
+
+/// Gets of many keys through the prefetch window.
+pub(crate) fn get_many<'i, K: Inline, V: Inline, R: Runner>(
+    r: &R,
+    index: impl Fn() -> &'i Index,
+    hash: impl Fn(u64) -> u64,
+    keys: &[K],
+    out: &mut [Option<V>],
+) -> Result<(), Error> {
+    if keys.len() != out.len() {
+        return Err(Error::LengthMismatch { requests: keys.len(), responses: out.len() });
+    }
+    pipeline(
+        index,
+        keys.len(),
+        |i| hash(keys[i].into_word()),
+        |i, h| {
+            out[i] = api::get(r, h, keys[i].into_word()).map(V::from_word);
+            Ok(true)
+        },
+    )?;
+    Ok(())
+}

@@ -1,0 +1,283 @@
+//! The single-thread mode (paper §3.4.5): the same index and the same
+//! per-bin protocols, for one thread.
+//!
+//! The paper lists three costs of thread safety: lock-free algorithms,
+//! checking for concurrent resizes, and announcing entry and exit. Here every
+//! CAS is a load-compare-store (`raw::threading::Local`), there are no
+//! announcements, and a resize runs to completion inside the insert that
+//! triggers it (no chunk claiming, no helpers), freeing the old index at
+//! once. `LocalMap` is `Send` but not `Sync`: it can move to another thread
+//! but never be shared, which is what makes the plain stores sound.
+
+use crate::api::{self, KeyValue, Runner, DEFAULT_BINS};
+use crate::batch::{self, Request, Response, StopOn};
+use crate::error::Error;
+use crate::hash::DefaultHashBuilder;
+use crate::inline::Inline;
+use crate::ops::insert::Inserted;
+use crate::ops::Step;
+use crate::raw::index::{BinRef, Index};
+use crate::raw::markers::Markers;
+use crate::raw::threading::Local;
+use crate::resize::{grown_bins, transfer::transfer_bin};
+use crate::stats::Stats;
+use core::cell::{Cell, RefCell};
+use core::hash::BuildHasher;
+use core::marker::PhantomData;
+
+/// A hash map for one thread: [`Map`](crate::Map)'s layout and algorithms
+/// without synchronization cost. Same API; not `Sync`.
+///
+/// ```
+/// let m = dlht::LocalMap::<u64, u64>::new();
+/// m.insert(1, 10).unwrap();
+/// assert_eq!(m.upsert(1, 11), Some(10));
+/// assert_eq!(m.get(&1), Some(11));
+/// ```
+///
+/// Sharing it between threads does not compile:
+///
+/// ```compile_fail
+/// let m = dlht::LocalMap::<u64, u64>::new();
+/// std::thread::scope(|s| {
+///     s.spawn(|| m.get(&1));
+/// });
+/// ```
+pub struct LocalMap<K, V, S = DefaultHashBuilder> {
+    index: Cell<*mut Index>,
+    hasher: S,
+    len: Cell<usize>,
+    resizes: Cell<usize>,
+    occupancy_at_resize: RefCell<Vec<f64>>,
+    _kv: PhantomData<KeyValue<K, V>>,
+}
+
+// SAFETY: the map owns its index (no other thread holds a pointer into it)
+// and holds only words (see `Inline`); moving it to another thread moves
+// all of it. It stays !Sync through its Cells.
+unsafe impl<K: Inline, V: Inline, S: Send> Send for LocalMap<K, V, S> {}
+
+impl<K: Inline, V: Inline> LocalMap<K, V, DefaultHashBuilder> {
+    /// An empty map with a small index and the default hasher.
+    pub fn new() -> Self {
+        Self::with_hasher(DefaultHashBuilder::default())
+    }
+
+    /// An empty map sized for `n` keys. Panics if memory is refused.
+    pub fn with_capacity(n: usize) -> Self {
+        Self::with_capacity_and_hasher(n, DefaultHashBuilder::default())
+    }
+
+    /// An empty map sized for `n` keys, or why it cannot be made.
+    pub fn try_with_capacity(n: usize) -> Result<Self, Error> {
+        Self::try_with_capacity_and_hasher(n, DefaultHashBuilder::default())
+    }
+}
+
+impl<K: Inline, V: Inline> Default for LocalMap<K, V, DefaultHashBuilder> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<K: Inline, V: Inline, S: BuildHasher> LocalMap<K, V, S> {
+    /// An empty map using `hasher`.
+    pub fn with_hasher(hasher: S) -> Self {
+        Self::build(DEFAULT_BINS, hasher).unwrap_or_else(|e| panic!("dlht: {e}"))
+    }
+
+    /// An empty map for `n` keys using `hasher`. Panics if memory is refused.
+    pub fn with_capacity_and_hasher(n: usize, hasher: S) -> Self {
+        Self::try_with_capacity_and_hasher(n, hasher).unwrap_or_else(|e| panic!("dlht: {e}"))
+    }
+
+    /// An empty map for `n` keys using `hasher`, or why it cannot be made.
+    pub fn try_with_capacity_and_hasher(n: usize, hasher: S) -> Result<Self, Error> {
+        Self::build(api::bins_for(n)?, hasher)
+    }
+
+    fn build(bins: usize, hasher: S) -> Result<Self, Error> {
+        let markers = Markers::for_hash(|w| hasher.hash_one(w));
+        let index = Box::into_raw(Box::new(Index::new(bins, markers, 1)?));
+        Ok(LocalMap {
+            index: Cell::new(index),
+            hasher,
+            len: Cell::new(0),
+            resizes: Cell::new(0),
+            occupancy_at_resize: RefCell::new(Vec::new()),
+            _kv: PhantomData,
+        })
+    }
+
+    #[inline(always)]
+    fn hash_word(&self, w: u64) -> u64 {
+        self.hasher.hash_one(w)
+    }
+
+    #[inline(always)]
+    fn index(&self) -> &Index {
+        // SAFETY: the pointer is always a live index owned by this map; it
+        // is replaced (and the old one freed) only by `grow`, which no
+        // caller of this function outlives with a reference (every use is
+        // scoped to one protocol step, and this type is not Sync).
+        unsafe { &*self.index.get() }
+    }
+
+    /// Replace the index by one `grown_bins` times larger, transferring every
+    /// bin with the same protocol as the concurrent map, then free the old.
+    fn grow(&self) -> Result<(), Error> {
+        let old = self.index();
+        let next = Index::new(grown_bins(old.bins()), old.markers, old.generation + 1)?;
+        let mut copied = 0;
+        for b in 0..old.bins() {
+            copied += transfer_bin::<Local>(old, b, &next, &|w| self.hash_word(w));
+        }
+        self.occupancy_at_resize.borrow_mut().push(copied as f64 / old.slot_capacity() as f64);
+        self.resizes.set(self.resizes.get() + 1);
+        let old_ptr = self.index.replace(Box::into_raw(Box::new(next)));
+        // SAFETY: `old_ptr` came from Box::into_raw, and nothing refers to
+        // it any more (see `index`).
+        drop(unsafe { Box::from_raw(old_ptr) });
+        Ok(())
+    }
+
+    /// The value of `key`, if present.
+    #[inline]
+    pub fn get(&self, key: &K) -> Option<V> {
+        let k = key.into_word();
+        api::get(self, self.hash_word(k), k).map(V::from_word)
+    }
+
+    /// True if `key` is present.
+    #[inline]
+    pub fn contains_key(&self, key: &K) -> bool {
+        self.get(key).is_some()
+    }
+
+    /// Insert `key → value` if absent; `Err` carries the value already there.
+    #[inline]
+    pub fn insert(&self, key: K, value: V) -> Result<(), V> {
+        self.try_insert(key, value).unwrap_or_else(|e| panic!("dlht: {e}"))
+    }
+
+    /// Like [`insert`](Self::insert), returning growth failure as an error.
+    pub fn try_insert(&self, key: K, value: V) -> Result<Result<(), V>, Error> {
+        let (k, v) = (key.into_word(), value.into_word());
+        Ok(match api::insert(self, self.hash_word(k), k, v)? {
+            Inserted::New => Ok(()),
+            Inserted::Exists(old) => Err(V::from_word(old)),
+        })
+    }
+
+    /// Replace the value of a present `key`; None (nothing inserted) if absent.
+    #[inline]
+    pub fn put(&self, key: K, value: V) -> Option<V> {
+        let (k, v) = (key.into_word(), value.into_word());
+        api::put(self, self.hash_word(k), k, v).map(V::from_word)
+    }
+
+    /// Remove `key`, returning its value.
+    #[inline]
+    pub fn remove(&self, key: &K) -> Option<V> {
+        let k = key.into_word();
+        api::remove(self, self.hash_word(k), k).map(V::from_word)
+    }
+
+    /// Insert or overwrite: the old value if `key` was present.
+    #[inline]
+    pub fn upsert(&self, key: K, value: V) -> Option<V> {
+        self.try_upsert(key, value).unwrap_or_else(|e| panic!("dlht: {e}"))
+    }
+
+    /// Like [`upsert`](Self::upsert), returning growth failure as an error.
+    pub fn try_upsert(&self, key: K, value: V) -> Result<Option<V>, Error> {
+        let (k, v) = (key.into_word(), value.into_word());
+        Ok(api::upsert(self, self.hash_word(k), k, v)?.map(V::from_word))
+    }
+
+    /// A batch of mixed requests in order, with prefetching; see
+    /// [`Map::batch`](crate::Map::batch).
+    pub fn batch(
+        &self,
+        requests: &[Request<K, V>],
+        responses: &mut [Response<V>],
+        stop: StopOn,
+    ) -> Result<usize, Error> {
+        // A resize inside the batch replaces and frees the index: the
+        // pipeline asks for the current one at every step.
+        batch::execute(self, || self.index(), |w| self.hash_word(w), requests, responses, stop)
+    }
+
+    /// Get many keys at once, prefetching ahead; see [`Map::get_many`](crate::Map::get_many).
+    pub fn get_many(&self, keys: &[K], out: &mut [Option<V>]) -> Result<(), Error> {
+        batch::get_many(self, || self.index(), |w| self.hash_word(w), keys, out)
+    }
+
+    /// Prefetch the bin of `key`.
+    #[inline]
+    pub fn prefetch(&self, key: &K) {
+        let idx = self.index();
+        crate::arch::prefetch(idx.bin_ptr(idx.bin_of(self.hash_word(key.into_word()))));
+    }
+
+    /// Number of keys.
+    pub fn len(&self) -> usize {
+        self.len.get()
+    }
+
+    /// True if the map holds no key.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Slots inserts may use before the index must grow.
+    pub fn capacity(&self) -> usize {
+        self.index().slot_capacity()
+    }
+
+    /// A snapshot of the index's shape and occupancy (scans the index).
+    pub fn stats(&self) -> Stats {
+        Stats::of(self.index(), self.resizes.get(), self.occupancy_at_resize.borrow().clone(), 0)
+    }
+}
+
+impl<K: Inline, V: Inline, S: BuildHasher> Runner for LocalMap<K, V, S> {
+    type T = Local;
+
+    #[inline(always)]
+    fn run<X>(
+        &self,
+        hash: u64,
+        mut op: impl FnMut(&BinRef<'_, Local>) -> Step<X>,
+        len_delta: impl Fn(&X) -> i64,
+    ) -> Result<X, Error> {
+        loop {
+            let idx = self.index();
+            let bin = idx.bin_as::<Local>(idx.bin_of(hash));
+            match op(&bin) {
+                Step::Done(r) => {
+                    self.len.set(self.len.get().wrapping_add_signed(len_delta(&r) as isize));
+                    return Ok(r);
+                }
+                Step::Moved => unreachable!("dlht invariant: a local map finishes every resize it starts"),
+                Step::Full => {
+                    api::check_separable(&bin, hash, |w| self.hash_word(w))?;
+                    self.grow()?;
+                }
+            }
+        }
+    }
+}
+
+impl<K, V, S> Drop for LocalMap<K, V, S> {
+    fn drop(&mut self) {
+        // SAFETY: the index is owned by this map and freed once, here.
+        drop(unsafe { Box::from_raw(self.index.get()) });
+    }
+}
+
+impl<K, V, S> core::fmt::Debug for LocalMap<K, V, S> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("LocalMap").field("len", &self.len.get()).finish_non_exhaustive()
+    }
+}
