@@ -208,7 +208,7 @@ fn batched_clients_are_linearizable_under_resizes() {
             for t in 0..3u64 {
                 let (map, clock, events) = (&map, &clock, &events);
                 s.spawn(move || {
-                    let mut rng = Rng(0x5EED ^ (t + 1) * 0x9E37_79B9 ^ round);
+                    let mut rng = Rng(0x5EED ^ ((t + 1) * 0x9E37_79B9) ^ round);
                     let mut mine = Vec::new();
                     for _ in 0..600 {
                         let len = 1 + rng.below(8) as usize;

@@ -44,6 +44,7 @@ fn op_strategy() -> impl Strategy<Value = Op> {
 }
 
 /// The operations both map types offer, for one model harness.
+#[allow(clippy::len_without_is_empty)]
 pub trait ModelMap {
     fn get(&self, k: &u64) -> Option<u64>;
     fn insert(&self, k: u64, v: u64) -> Result<(), u64>;
