@@ -11,22 +11,58 @@ pub struct Line([u64; 8]);
 
 /// Cache lines per second, in millions.
 pub struct Limit {
+    /// Independent random reads, one thread.
     pub plain: f64,
+    /// Reads prefetched 16 at a time, one thread.
     pub prefetched: f64,
+    /// The same on two threads (summed).
+    pub prefetched_2t: f64,
 }
 
-/// Measure the limit over `bytes` of memory.
-pub fn measure(bytes: usize, dur: Duration) -> Limit {
+/// Prefetched random line reads per second (millions) over `arr`, summed
+/// over `threads` threads: the limit batched lookups are judged against.
+pub fn prefetched_on_threads(arr: &ZeroedArray<Line>, threads: usize, dur: Duration) -> f64 {
+    let mask = arr.len() - 1;
+    crate::batching::on_threads(threads, dur, |_, seed| prefetched_pass(arr, mask, seed))
+}
+
+fn prefetched_pass(arr: &ZeroedArray<Line>, mask: usize, seed: u64) -> u64 {
+    let mut x = seed;
+    let mut sum = 0u64;
+    let mut idx = [0usize; 16];
+    for _ in 0..16 {
+        for slot in idx.iter_mut() {
+            x = splitmix(x);
+            *slot = x as usize & mask;
+            prefetch(arr.ptr_at(*slot));
+        }
+        for &i in &idx {
+            // SAFETY: masked index in bounds.
+            sum = sum.wrapping_add(unsafe { arr.get_unchecked(i) }.0[0]);
+        }
+    }
+    black_box(sum);
+    256
+}
+
+/// A huge-page array of at least `bytes`, every page touched.
+pub fn line_array(bytes: usize) -> ZeroedArray<Line> {
     let lines = (bytes / 64).next_power_of_two();
     // SAFETY: Line is plain integers: all-zero is valid.
     let arr = unsafe { ZeroedArray::<Line>::new_zeroed(lines, false) }.expect("allocating the limit array");
-    // Fault every page in (and make lines distinct) before timing.
     for i in (0..lines).step_by(64) {
         let p = arr.ptr_at(i) as *mut u64;
-        // SAFETY: in bounds; this thread is the only user of the array.
+        // SAFETY: in bounds; no other thread uses the array yet.
         unsafe { p.write_volatile(i as u64) };
     }
-    let mask = lines - 1;
+    arr
+}
+
+/// Measure the limit over `bytes` of memory: plain reads on one thread,
+/// prefetched reads on 1 and 2 threads.
+pub fn measure(bytes: usize, dur: Duration) -> Limit {
+    let arr = line_array(bytes);
+    let mask = arr.len() - 1;
     let plain = run(dur, |seed| {
         let mut x = seed;
         let mut sum = 0u64;
@@ -38,25 +74,9 @@ pub fn measure(bytes: usize, dur: Duration) -> Limit {
         black_box(sum);
         1024
     });
-    let prefetched = run(dur, |seed| {
-        let mut x = seed;
-        let mut sum = 0u64;
-        let mut idx = [0usize; 16];
-        for _ in 0..64 {
-            for slot in idx.iter_mut() {
-                x = splitmix(x);
-                *slot = x as usize & mask;
-                prefetch(arr.ptr_at(*slot));
-            }
-            for &i in &idx {
-                // SAFETY: masked index in bounds.
-                sum = sum.wrapping_add(unsafe { arr.get_unchecked(i) }.0[0]);
-            }
-        }
-        black_box(sum);
-        1024
-    });
-    Limit { plain, prefetched }
+    let prefetched = prefetched_on_threads(&arr, 1, dur);
+    let prefetched_2t = prefetched_on_threads(&arr, 2, dur);
+    Limit { plain, prefetched, prefetched_2t }
 }
 
 /// Run `f` (which returns the operations it did) repeatedly for `dur`;

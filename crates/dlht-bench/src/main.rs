@@ -3,6 +3,7 @@
 //!
 //! Usage: `cargo run --release -p dlht-bench [-- --smoke] [--keys-log2 N]`
 
+mod batching;
 mod limit;
 mod workloads;
 
@@ -65,6 +66,50 @@ fn usage(err: &str) -> ! {
     std::process::exit(if err.is_empty() { 0 } else { 2 })
 }
 
+/// The batch-size sweep and the single-thread mode on the big table.
+fn batching(cfg: &Config, map: &dlht::Map<u64, u64>, limit: &limit::Limit) {
+    let keys = map.len() as u64;
+    let dur = cfg.duration / 2;
+    println!("# batching on the memory-resident table ({keys} keys): gets and insert+remove pairs, M/s;");
+    println!("# gets also as % of the prefetched random-read limit at the same thread count");
+    println!(
+        "{:<8} {:>7} {:>10} {:>9} {:>12} {:>16}",
+        "threads", "batch", "get", "% limit", "get speedup", "insdel pairs"
+    );
+    for threads in [1, 2] {
+        let lim = if threads == 1 { limit.prefetched } else { limit.prefetched_2t };
+        let rows = batching::sweep(map, keys, threads, dur);
+        let base = rows[0].get;
+        for r in &rows {
+            let b = r.batch.map(|b| b.to_string()).unwrap_or_else(|| "none".into());
+            println!(
+                "{:<8} {:>7} {:>10.1} {:>8.0}% {:>11.2}x {:>16.2}",
+                threads,
+                b,
+                r.get,
+                100.0 * r.get / lim,
+                r.get / base,
+                r.insdel
+            );
+        }
+    }
+    println!(
+        "# prefetched random-read limit: {:.1} M lines/s on 1 thread, {:.1} on 2",
+        limit.prefetched, limit.prefetched_2t
+    );
+    let st = batching::single_thread_mode(map, keys, dur);
+    println!("# single-thread mode, insert+remove pairs on one thread (M pairs/s):");
+    println!(
+        "#   unbatched: Map {:.2}, LocalMap {:.2} ({:.2}x); batches of 16: Map {:.2}, LocalMap {:.2} ({:.2}x)",
+        st.map,
+        st.local,
+        st.local / st.map,
+        st.map_batched,
+        st.local_batched,
+        st.local_batched / st.map_batched
+    );
+}
+
 /// Hash function comparison: raw cost of hashing one word (stable), get
 /// speed on a cache-resident table (where hashing is visible, but noisy on
 /// shared VMs), and spread (mean occupancy when the index grows).
@@ -81,7 +126,7 @@ fn hashers(cfg: &Config, small: usize) {
             1024
         });
         std::hint::black_box(acc);
-        let r = workloads::single_thread::<S>(small, cfg.duration / 2);
+        let r = workloads::single_thread(&workloads::populated::<S>(small), cfg.duration / 2);
         let g = workloads::population::<S>(1 << 20);
         let occ = g.occupancy.iter().skip(2).sum::<f64>() / g.occupancy.len().saturating_sub(2).max(1) as f64;
         println!("{name:<34} {:>12.2} {:>10.1} {:>11.0}%", 1e3 / mops, r.get, occ * 100.0);
@@ -109,8 +154,16 @@ fn main() {
     };
     row("memory limit: random line reads", table_bytes / 64, limit.plain, None);
     row("memory limit: prefetched x16", table_bytes / 64, limit.prefetched, None);
+    let big_map = workloads::populated::<dlht::DefaultHashBuilder>(big);
     for (keys, label) in [(big, "memory-resident"), (small, "cache-resident")] {
-        let r = workloads::single_thread::<dlht::DefaultHashBuilder>(keys, cfg.duration);
+        let small_map;
+        let m = if keys == big {
+            &big_map
+        } else {
+            small_map = workloads::populated(small);
+            &small_map
+        };
+        let r = workloads::single_thread(m, cfg.duration);
         let lim = (keys == big).then_some(limit.plain);
         row(&format!("get ({label})"), keys, r.get, lim);
         row(&format!("get miss ({label})"), keys, r.get_miss, lim);
@@ -130,6 +183,7 @@ fn main() {
         grow.resizes,
         grow.occupancy.iter().map(|o| format!("{:.0}%", o * 100.0)).collect::<Vec<_>>().join(" ")
     );
+    batching(&cfg, &big_map, &limit);
     hashers(&cfg, small);
     let ns = workloads::enter_leave_ns(cfg.duration);
     println!(

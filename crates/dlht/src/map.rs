@@ -350,7 +350,10 @@ impl<K: Inline, V: Inline, S: BuildHasher> Runner for Session<'_, K, V, S> {
             let bin = idx.bin(idx.bin_of(hash));
             match op(&bin) {
                 Step::Done(r) => {
-                    self.record.add_len(len_delta(&r));
+                    let d = len_delta(&r);
+                    if d != 0 {
+                        self.record.add_len(d); // gets and puts skip this store
+                    }
                     return Ok(r);
                 }
                 Step::Moved => {

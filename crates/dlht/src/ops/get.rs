@@ -9,7 +9,7 @@
 //! can only change to the dead marker, and a value word only to another value
 //! of the same key, without a header change); a miss at the last slot read.
 
-use super::{scan, settle, validate, Scan, Step};
+use super::{find, settle, validate, Step};
 use crate::raw::index::BinRef;
 use crate::raw::threading::Threading;
 
@@ -21,12 +21,8 @@ pub fn get<T: Threading>(bin: &BinRef<'_, T>, key: u64) -> Step<Option<u64>> {
         if settle(bin, &mut h) {
             return Step::Moved; // G2
         }
-        let found = match scan(bin, h, key) {
-            Scan::Found { value, .. } => Some(value),
-            // A pending insert has not linearized yet.
-            Scan::Pending | Scan::Absent => None,
-        };
-        // Planted bug (scripts/planted-bugs.sh): skip the seqlock re-check.
+        let found = find(bin, h, key).map(|(_, value)| value); // G3
+                                                               // Planted bug (scripts/planted-bugs.sh): skip the seqlock re-check.
         if cfg!(dlht_plant = "get_no_validate") || validate(bin, h) {
             return Step::Done(found); // G4
         }

@@ -17,9 +17,10 @@ pub mod insert;
 pub mod put;
 pub mod remove;
 
+use crate::raw::header::SLOTS_PER_BIN;
 use crate::raw::header::{BinState, Header, SlotState};
 use crate::raw::index::BinRef;
-use crate::raw::link_meta::LinkMeta;
+use crate::raw::link_meta::{LinkMeta, SINGLE_FIRST};
 use crate::raw::threading::Threading;
 use crate::sync::{backoff, fence, Ordering};
 
@@ -89,6 +90,39 @@ pub fn scan<T: Threading>(bin: &BinRef<'_, T>, h: Header, key: u64) -> Scan {
         }
     }
     result
+}
+
+/// Find a live `key` among the slots `h` shows Valid: its slot and value
+/// word. For get, put and remove, which treat a pending insert of the key as
+/// absent (it has not linearized), so unlike [`scan`] this ignores pending
+/// slots. The primary bucket is matched without a loop — its three key words
+/// compared at once and masked with the Valid bits — so the common hit in the
+/// primary bucket costs one well-predicted branch.
+#[inline(always)]
+pub fn find<T: Threading>(bin: &BinRef<'_, T>, h: Header, key: u64) -> Option<(usize, u64)> {
+    let valid = h.slots_in(SlotState::Valid);
+    let p = &bin.bucket.slots;
+    // One bit per slot at bit 2 * slot, like the Valid mask.
+    let eq = (p[0].load_key() == key) as u64
+        | ((p[1].load_key() == key) as u64) << 2
+        | ((p[2].load_key() == key) as u64) << 4;
+    let hit = eq & valid.bits();
+    if hit != 0 {
+        let i = hit.trailing_zeros() as usize / 2;
+        return Some((i, p[i].load_value()));
+    }
+    let links = valid.range(SINGLE_FIRST, SLOTS_PER_BIN);
+    if links.is_empty() {
+        return None;
+    }
+    let mut lm: Option<LinkMeta> = None;
+    for i in links {
+        let slot = bin.slot(&mut lm, i);
+        if slot.load_key() == key {
+            return Some((i, slot.load_value()));
+        }
+    }
+    None
 }
 
 /// Seqlock validation: true if the header is still exactly `h`, so every

@@ -13,7 +13,7 @@
 //! updates the key while it is present with the value it expected: a
 //! correct put of the newer incarnation. Linearization: the successful CAS.
 
-use super::{scan, settle, validate, Scan, Step};
+use super::{find, settle, validate, Step};
 use crate::raw::index::BinRef;
 use crate::raw::threading::Threading;
 
@@ -25,9 +25,9 @@ pub fn put<T: Threading>(bin: &BinRef<'_, T>, key: u64, value: u64) -> Step<Opti
         if settle(bin, &mut h) {
             return Step::Moved;
         }
-        let (slot_i, mut old) = match scan(bin, h, key) {
-            Scan::Found { slot, value } => (slot, value),
-            Scan::Pending | Scan::Absent => {
+        let (slot_i, mut old) = match find(bin, h, key) {
+            Some(found) => found,
+            None => {
                 if validate(bin, h) {
                     return Step::Done(None); // P3
                 }

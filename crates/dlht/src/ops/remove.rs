@@ -11,7 +11,7 @@
 //! put that read the slot earlier from CASing into a removed entry
 //! (hazard 1): after D4 the slot no longer holds (key, v).
 
-use super::{scan, settle, validate, Scan, Step};
+use super::{find, settle, validate, Step};
 use crate::raw::header::{BinState, SlotState};
 use crate::raw::index::BinRef;
 use crate::raw::threading::Threading;
@@ -24,9 +24,9 @@ pub fn remove<T: Threading>(bin: &BinRef<'_, T>, key: u64) -> Step<Option<u64>> 
         if settle(bin, &mut h) {
             return Step::Moved;
         }
-        let (slot_i, mut old) = match scan(bin, h, key) {
-            Scan::Found { slot, value } => (slot, value),
-            Scan::Pending | Scan::Absent => {
+        let (slot_i, mut old) = match find(bin, h, key) {
+            Some(found) => found,
+            None => {
                 if validate(bin, h) {
                     return Step::Done(None); // D3
                 }

@@ -178,6 +178,12 @@ impl SlotMask {
         }
     }
 
+    /// The raw bits: one per slot, at bit `2 * slot`.
+    #[inline(always)]
+    pub const fn bits(self) -> u64 {
+        self.0
+    }
+
     /// Keep only slots `lo..hi`.
     #[inline]
     pub const fn range(self, lo: usize, hi: usize) -> SlotMask {
