@@ -25,7 +25,7 @@
 
 use super::remove::release_slot;
 use super::{scan, settle, validate, wait_pending, Scan, Step};
-use crate::raw::header::{BinState, SlotState};
+use crate::raw::header::SlotState;
 use crate::raw::index::{BinRef, Claimant};
 use crate::raw::link_meta::{LinkKind, SlotHome};
 use crate::raw::threading::Threading;
@@ -75,6 +75,13 @@ pub fn insert<T: Threading>(bin: &BinRef<'_, T>, key: u64, value: u64) -> Step<I
             continue 'restart; // I4
         }
         let slot = bin.slot(&mut None, slot_i);
+        if !T::SHARED {
+            // Single-thread mode: no put can race, so no pending step.
+            slot.fill_owned(key, value);
+            bin.cas_header(claimed, claimed.with_slot(slot_i, SlotState::Valid))
+                .expect("dlht invariant: a local bin changed under its only thread");
+            return Step::Done(Inserted::New);
+        }
         slot.fill_owned(pending, key); // I5
         let mut cur = claimed;
         loop {
@@ -85,10 +92,10 @@ pub fn insert<T: Threading>(bin: &BinRef<'_, T>, key: u64, value: u64) -> Step<I
             // Planted bug (scripts/planted-bugs.sh): retry CAS2 blindly,
             // without searching for the same key inserted meanwhile (hazard 3).
             #[cfg(dlht_plant = "insert_no_rescan")]
-            if cur.bin_state() == BinState::NoTransfer {
+            if cur.is_no_transfer() {
                 continue;
             }
-            if cur.bin_state() != BinState::NoTransfer {
+            if !cur.is_no_transfer() {
                 // The transfer ignores our TryInsert slot; the key was never
                 // visible here.
                 settle(bin, &mut cur);

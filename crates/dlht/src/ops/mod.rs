@@ -140,6 +140,9 @@ pub fn validate<T: Threading>(bin: &BinRef<'_, T>, h: Header) -> bool {
 /// header re-read into `h`, if it is NoTransfer.
 #[inline]
 pub fn settle<T: Threading>(bin: &BinRef<'_, T>, h: &mut Header) -> bool {
+    if h.is_no_transfer() {
+        return false;
+    }
     let mut spins = 0;
     loop {
         match h.bin_state() {

@@ -12,7 +12,7 @@
 //! (hazard 1): after D4 the slot no longer holds (key, v).
 
 use super::{find, settle, validate, Step};
-use crate::raw::header::{BinState, SlotState};
+use crate::raw::header::SlotState;
 use crate::raw::index::BinRef;
 use crate::raw::threading::Threading;
 
@@ -45,6 +45,12 @@ pub fn remove<T: Threading>(bin: &BinRef<'_, T>, key: u64) -> Step<Option<u64>> 
             }
             continue 'restart;
         }
+        if !T::SHARED {
+            // Single-thread mode: no put can race, so freeing the slot in
+            // the header suffices (the paper's remove).
+            release_slot(bin, slot_i, SlotState::Valid);
+            return Step::Done(Some(old));
+        }
         let slot = bin.slot(&mut None, slot_i);
         let dead = bin.dead();
         loop {
@@ -65,7 +71,7 @@ pub fn remove<T: Threading>(bin: &BinRef<'_, T>, key: u64) -> Step<Option<u64>> 
 pub(crate) fn release_slot<T: Threading>(bin: &BinRef<'_, T>, i: usize, from: SlotState) {
     let mut h = bin.header();
     loop {
-        if h.bin_state() != BinState::NoTransfer {
+        if !h.is_no_transfer() {
             return;
         }
         debug_assert_eq!(h.slot(i), from, "dlht invariant: releasing a slot we do not own");

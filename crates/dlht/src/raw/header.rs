@@ -71,6 +71,13 @@ impl Header {
         (self.0 >> Self::VERSION_SHIFT) as u32
     }
 
+    /// True if the bin is not (being) transferred: the common case, tested
+    /// with one mask instead of decoding the state.
+    #[inline(always)]
+    pub const fn is_no_transfer(self) -> bool {
+        self.0 & (0b11 << Self::BIN_STATE_SHIFT) == 0
+    }
+
     /// The bin's transfer state.
     #[inline]
     pub const fn bin_state(self) -> BinState {
