@@ -15,12 +15,16 @@ pub const BATCH_SIZES: [usize; 8] = [1, 2, 4, 8, 16, 24, 32, 64];
 /// Millions of operations per second summed over `threads` threads, each
 /// running `work(thread, seed)` (which returns operations done) until `dur`.
 pub fn on_threads(threads: usize, dur: Duration, work: impl Fn(usize, u64) -> u64 + Sync) -> f64 {
+    limit::median3(|| on_threads_once(threads, dur / 3, &work))
+}
+
+fn on_threads_once(threads: usize, dur: Duration, work: &(impl Fn(usize, u64) -> u64 + Sync)) -> f64 {
     let stop = AtomicBool::new(false);
     let total = AtomicU64::new(0);
     let start = Instant::now();
     std::thread::scope(|s| {
         for t in 0..threads {
-            let (stop, total, work) = (&stop, &total, &work);
+            let (stop, total) = (&stop, &total);
             s.spawn(move || {
                 let mut ops = 0;
                 let mut seed = splitmix(0xB47C + t as u64);
@@ -123,7 +127,7 @@ pub struct SingleThreadMode {
     pub local_batched: f64,
 }
 
-/// Compare `Map` and `LocalMap` on tables of `keys` keys.
+/// Compare `Map` and `LocalMap` on tables of `keys` keys (`map` holds them).
 pub fn single_thread_mode(map: &Map<u64, u64>, keys: u64, dur: Duration) -> SingleThreadMode {
     let local = LocalMap::<u64, u64>::with_capacity(keys as usize);
     for i in 0..keys {

@@ -80,16 +80,26 @@ pub fn measure(bytes: usize, dur: Duration) -> Limit {
 }
 
 /// Run `f` (which returns the operations it did) repeatedly for `dur`;
-/// millions of operations per second.
+/// millions of operations per second: the median of three runs of a third
+/// of `dur` each, which resists the bursts of interference of shared VMs.
 pub fn run(dur: Duration, mut f: impl FnMut(u64) -> u64) -> f64 {
-    let start = Instant::now();
-    let mut ops = 0u64;
     let mut seed = 0x1234_5678u64;
-    while start.elapsed() < dur {
-        seed = splitmix(seed);
-        ops += f(seed);
-    }
-    ops as f64 / start.elapsed().as_secs_f64() / 1e6
+    median3(|| {
+        let start = Instant::now();
+        let mut ops = 0u64;
+        while start.elapsed() < dur / 3 {
+            seed = splitmix(seed);
+            ops += f(seed);
+        }
+        ops as f64 / start.elapsed().as_secs_f64() / 1e6
+    })
+}
+
+/// The median of three measurements.
+pub fn median3(mut measure: impl FnMut() -> f64) -> f64 {
+    let mut v = [measure(), measure(), measure()];
+    v.sort_by(f64::total_cmp);
+    v[1]
 }
 
 /// splitmix64: a bijective mixer, so `splitmix(i)` are distinct random-looking keys.

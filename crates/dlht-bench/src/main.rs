@@ -97,17 +97,28 @@ fn batching(cfg: &Config, map: &dlht::Map<u64, u64>, limit: &limit::Limit) {
         "# prefetched random-read limit: {:.1} M lines/s on 1 thread, {:.1} on 2",
         limit.prefetched, limit.prefetched_2t
     );
-    let st = batching::single_thread_mode(map, keys, dur);
-    println!("# single-thread mode, insert+remove pairs on one thread (M pairs/s):");
+}
+
+/// LocalMap vs Map, insert+remove pairs on one thread, on both tables.
+fn single_thread_mode(cfg: &Config, big: &dlht::Map<u64, u64>, small: &dlht::Map<u64, u64>) {
+    println!("# single-thread mode: insert+remove pairs on one thread, M pairs/s");
     println!(
-        "#   unbatched: Map {:.2}, LocalMap {:.2} ({:.2}x); batches of 16: Map {:.2}, LocalMap {:.2} ({:.2}x)",
-        st.map,
-        st.local,
-        st.local / st.map,
-        st.map_batched,
-        st.local_batched,
-        st.local_batched / st.map_batched
+        "{:<18} {:>10} {:>10} {:>8} {:>12} {:>12} {:>8}",
+        "table", "Map", "LocalMap", "ratio", "Map b16", "LocalMap b16", "ratio"
     );
+    for (name, map) in [("memory-resident", big), ("cache-resident", small)] {
+        let st = batching::single_thread_mode(map, map.len() as u64, cfg.duration / 2);
+        println!(
+            "{:<18} {:>10.2} {:>10.2} {:>7.2}x {:>12.2} {:>12.2} {:>7.2}x",
+            name,
+            st.map,
+            st.local,
+            st.local / st.map,
+            st.map_batched,
+            st.local_batched,
+            st.local_batched / st.map_batched
+        );
+    }
 }
 
 /// Hash function comparison: raw cost of hashing one word (stable), get
@@ -184,6 +195,7 @@ fn main() {
         grow.occupancy.iter().map(|o| format!("{:.0}%", o * 100.0)).collect::<Vec<_>>().join(" ")
     );
     batching(&cfg, &big_map, &limit);
+    single_thread_mode(&cfg, &big_map, &workloads::populated(small));
     hashers(&cfg, small);
     let ns = workloads::enter_leave_ns(cfg.duration);
     println!(
