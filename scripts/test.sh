@@ -19,5 +19,8 @@ if [ "${DLHT_PLANTED:-1}" = "1" ]; then
   bash scripts/planted-bugs.sh
 fi
 
-echo "== benchmark smoke run"
-cargo run --release -p dlht-bench -- --smoke
+echo "== benchmark smoke runs (the comparison and each study)"
+cargo run --release -p dlht-bench -- --smoke --out target/dlht-bench-smoke
+for study in baseline batching hashers; do
+  cargo run --release -p dlht-bench -- "$study" --smoke
+done

@@ -118,6 +118,9 @@ pub fn sweep(map: &Map<u64, u64>, keys: u64, threads: usize, dur: Duration) -> V
     rows
 }
 
+/// Runs one batch on some map.
+type BatchFn<'a> = dyn FnMut(&[Request<u64, u64>], &mut [Response<u64>]) + 'a;
+
 /// Insert+remove pairs per second on one thread: concurrent map vs the
 /// single-thread map, unbatched and in batches of 16 requests.
 pub struct SingleThreadMode {
@@ -153,7 +156,7 @@ pub fn single_thread_mode(map: &Map<u64, u64>, keys: u64, dur: Duration) -> Sing
         local.insert(k, j).unwrap();
         local.remove(&k).unwrap();
     });
-    let batched = |run: &mut dyn FnMut(&[Request<u64, u64>], &mut [Response<u64>])| {
+    let batched = |run: &mut BatchFn<'_>| {
         let mut fresh = keys << 2;
         limit::run(dur, |_| {
             let mut reqs = [Request::Get(0); 16];

@@ -62,8 +62,16 @@ pub fn line_array(bytes: usize) -> ZeroedArray<Line> {
 /// prefetched reads on 1 and 2 threads.
 pub fn measure(bytes: usize, dur: Duration) -> Limit {
     let arr = line_array(bytes);
+    let plain = measure_plain(&arr, dur);
+    let prefetched = prefetched_on_threads(&arr, 1, dur);
+    let prefetched_2t = prefetched_on_threads(&arr, 2, dur);
+    Limit { plain, prefetched, prefetched_2t }
+}
+
+/// Independent random line reads per second (millions) on one thread.
+pub fn measure_plain(arr: &ZeroedArray<Line>, dur: Duration) -> f64 {
     let mask = arr.len() - 1;
-    let plain = run(dur, |seed| {
+    run(dur, |seed| {
         let mut x = seed;
         let mut sum = 0u64;
         for _ in 0..1024 {
@@ -73,10 +81,7 @@ pub fn measure(bytes: usize, dur: Duration) -> Limit {
         }
         black_box(sum);
         1024
-    });
-    let prefetched = prefetched_on_threads(&arr, 1, dur);
-    let prefetched_2t = prefetched_on_threads(&arr, 2, dur);
-    Limit { plain, prefetched, prefetched_2t }
+    })
 }
 
 /// Run `f` (which returns the operations it did) repeatedly for `dur`;

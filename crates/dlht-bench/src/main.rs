@@ -1,204 +1,88 @@
-//! dlht-bench: single-thread baseline of the DLHT core against the machine's
-//! random-access memory limit, measured in the same run.
+//! dlht-bench: the DLHT evaluation as one command.
 //!
-//! Usage: `cargo run --release -p dlht-bench [-- --smoke] [--keys-log2 N]`
+//! `cargo run --release -p dlht-bench` compares dlht (unbatched, batched,
+//! single-thread) with papaya, dashmap, scc, flurry, leapfrog, std's
+//! RwLock<HashMap> and (one thread) hashbrown on the paper's workloads, next
+//! to the machine's memory limit, and writes CSV, JSON and plots.
+//! `dlht-bench baseline|batching|hashers` run the focused studies.
 
+mod baseline;
 mod batching;
+mod compare;
 mod limit;
+mod machine;
+mod plot;
+mod report;
+mod studies;
+mod systems;
 mod workloads;
 
+use clap::{Parser, Subcommand};
 use std::time::Duration;
 
-/// Run configuration.
-#[derive(Clone, Debug)]
-pub struct Config {
-    /// log2 of the memory-resident key count.
-    pub big_log2: u32,
-    /// log2 of the cache-resident key count.
-    pub small_log2: u32,
-    /// Time per measurement.
-    pub duration: Duration,
+/// The DLHT evaluation: dlht against real peers and the machine's memory limit.
+///
+/// With no subcommand: the comparison. Every system runs the same workloads
+/// on the same key streams (seeded by --seed) on a prepopulated,
+/// memory-resident table, at each thread count; every result is checked
+/// (a get of a present key that misses aborts the run). Then Population
+/// (insert 2^population-log2 fresh keys into a table sized for 1024) and
+/// the resize time series (gets sampled every 50 ms while another thread
+/// grows the table, as in the paper's Fig. 8). A random cache-line read
+/// loop over a huge-page array the size of dlht's index gives the memory
+/// limit, plain and prefetched, in the same run. Results: a table on
+/// stdout; results.csv, resize.csv, results.json (with the machine's
+/// description) and PNG/SVG plots in the folder named at the end.
+#[derive(Parser, Debug)]
+#[command(version, args_conflicts_with_subcommands = true)]
+struct Cli {
+    #[command(subcommand)]
+    study: Option<StudyCmd>,
+    #[command(flatten)]
+    compare: compare::CompareArgs,
 }
 
-fn parse_args() -> Config {
-    let mut cfg = Config { big_log2: 25, small_log2: 14, duration: Duration::from_secs(2) };
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let mut i = 0;
-    while i < args.len() {
-        match args[i].as_str() {
-            "--smoke" => {
-                cfg.big_log2 = 18;
-                cfg.duration = Duration::from_millis(200);
-            }
-            "--keys-log2" => {
-                i += 1;
-                cfg.big_log2 = args
-                    .get(i)
-                    .and_then(|s| s.parse().ok())
-                    .unwrap_or_else(|| usage("--keys-log2 needs a number"));
-            }
-            "--seconds" => {
-                i += 1;
-                let s: f64 = args
-                    .get(i)
-                    .and_then(|s| s.parse().ok())
-                    .unwrap_or_else(|| usage("--seconds needs a number"));
-                cfg.duration = Duration::from_secs_f64(s);
-            }
-            "-h" | "--help" => usage(""),
-            other => usage(&format!("unknown argument {other}")),
-        }
-        i += 1;
-    }
-    cfg
+#[derive(Subcommand, Debug)]
+enum StudyCmd {
+    /// Single-thread get / get-miss / insert+remove / put of dlht on a
+    /// memory-resident (2^keys-log2) and a cache-resident (2^14) table, as a
+    /// share of the memory limit; population occupancy; reclamation cost.
+    Baseline(StudyArgs),
+    /// Gets and insert+remove pairs in batches of 1..64 vs unbatched, at 1
+    /// and 2 threads; the single-thread LocalMap vs Map.
+    Batching(StudyArgs),
+    /// Hash functions: ns per word, in-map gets, occupancy at resize.
+    Hashers(StudyArgs),
 }
 
-fn usage(err: &str) -> ! {
-    if !err.is_empty() {
-        eprintln!("error: {err}");
-    }
-    eprintln!(
-        "dlht-bench: single-thread throughput of dlht vs the memory limit\n\n\
-         Options:\n  --smoke          tiny sizes, a few seconds (CI)\n  \
-         --keys-log2 N    memory-resident table of 2^N keys (default 25)\n  \
-         --seconds S      time per measurement (default 2)\n"
-    );
-    std::process::exit(if err.is_empty() { 0 } else { 2 })
-}
-
-/// The batch-size sweep and the single-thread mode on the big table.
-fn batching(cfg: &Config, map: &dlht::Map<u64, u64>, limit: &limit::Limit) {
-    let keys = map.len() as u64;
-    let dur = cfg.duration / 2;
-    println!("# batching on the memory-resident table ({keys} keys): gets and insert+remove pairs, M/s;");
-    println!("# gets also as % of the prefetched random-read limit at the same thread count");
-    println!(
-        "{:<8} {:>7} {:>10} {:>9} {:>12} {:>16}",
-        "threads", "batch", "get", "% limit", "get speedup", "insdel pairs"
-    );
-    for threads in [1, 2] {
-        let lim = if threads == 1 { limit.prefetched } else { limit.prefetched_2t };
-        let rows = batching::sweep(map, keys, threads, dur);
-        let base = rows[0].get;
-        for r in &rows {
-            let b = r.batch.map(|b| b.to_string()).unwrap_or_else(|| "none".into());
-            println!(
-                "{:<8} {:>7} {:>10.1} {:>8.0}% {:>11.2}x {:>16.2}",
-                threads,
-                b,
-                r.get,
-                100.0 * r.get / lim,
-                r.get / base,
-                r.insdel
-            );
-        }
-    }
-    println!(
-        "# prefetched random-read limit: {:.1} M lines/s on 1 thread, {:.1} on 2",
-        limit.prefetched, limit.prefetched_2t
-    );
-}
-
-/// LocalMap vs Map, insert+remove pairs on one thread, on both tables.
-fn single_thread_mode(cfg: &Config, big: &dlht::Map<u64, u64>, small: &dlht::Map<u64, u64>) {
-    println!("# single-thread mode: insert+remove pairs on one thread, M pairs/s");
-    println!(
-        "{:<18} {:>10} {:>10} {:>8} {:>12} {:>12} {:>8}",
-        "table", "Map", "LocalMap", "ratio", "Map b16", "LocalMap b16", "ratio"
-    );
-    for (name, map) in [("memory-resident", big), ("cache-resident", small)] {
-        let st = batching::single_thread_mode(map, map.len() as u64, cfg.duration / 2);
-        println!(
-            "{:<18} {:>10.2} {:>10.2} {:>7.2}x {:>12.2} {:>12.2} {:>7.2}x",
-            name,
-            st.map,
-            st.local,
-            st.local / st.map,
-            st.map_batched,
-            st.local_batched,
-            st.local_batched / st.map_batched
-        );
-    }
-}
-
-/// Hash function comparison: raw cost of hashing one word (stable), get
-/// speed on a cache-resident table (where hashing is visible, but noisy on
-/// shared VMs), and spread (mean occupancy when the index grows).
-fn hashers(cfg: &Config, small: usize) {
-    println!("# hash functions: ns per word hashed; gets on the cache-resident table; occupancy at resize (to 2^20 keys)");
-    println!("{:<34} {:>12} {:>10} {:>12}", "hasher", "ns/hash", "get Mops/s", "occupancy");
-    fn one<S: std::hash::BuildHasher + Default>(name: &str, cfg: &Config, small: usize) {
-        let s = S::default();
-        let mut acc = 0u64;
-        let mops = limit::run(cfg.duration / 4, |seed| {
-            for i in 0..1024 {
-                acc = acc.wrapping_add(s.hash_one(std::hint::black_box(seed ^ i)));
-            }
-            1024
-        });
-        std::hint::black_box(acc);
-        let r = workloads::single_thread(&workloads::populated::<S>(small), cfg.duration / 2);
-        let g = workloads::population::<S>(1 << 20);
-        let occ = g.occupancy.iter().skip(2).sum::<f64>() / g.occupancy.len().saturating_sub(2).max(1) as f64;
-        println!("{name:<34} {:>12.2} {:>10.1} {:>11.0}%", 1e3 / mops, r.get, occ * 100.0);
-    }
-    // Alternate and repeat, so drift over the run shows.
-    for _ in 0..2 {
-        one::<dlht::DefaultHashBuilder>("rapidhash (default)", cfg, small);
-        one::<wyhash::final3::WyHasherBuilder>("wyhash (final3)", cfg, small);
-        one::<dlht::Modulo>("modulo (keys are random)", cfg, small);
-    }
+#[derive(clap::Args, Debug, Clone)]
+struct StudyArgs {
+    /// Memory-resident table of 2^N keys.
+    #[arg(long, default_value_t = 25)]
+    keys_log2: u32,
+    /// Seconds per measurement.
+    #[arg(long, default_value_t = 2.0)]
+    seconds: f64,
+    /// Tiny sizes, a few seconds.
+    #[arg(long)]
+    smoke: bool,
 }
 
 fn main() {
-    let cfg = parse_args();
-    println!("# dlht-bench  {}", limit::machine_line());
-    println!("# single thread; keys are splitmix64(i); default hasher (rapidhash) unless noted");
-    println!("{:<34} {:>12} {:>10} {:>12}", "measurement", "keys", "Mops/s", "% of limit");
-    let big = 1usize << cfg.big_log2;
-    let small = 1usize << cfg.small_log2;
-    let table_bytes = workloads::index_bytes(big);
-    let limit = limit::measure(table_bytes, cfg.duration);
-    let row = |name: &str, keys: usize, mops: f64, of_limit: Option<f64>| {
-        let pct = of_limit.map(|l| format!("{:.0}%", 100.0 * mops / l)).unwrap_or_else(|| "-".into());
-        println!("{name:<34} {keys:>12} {mops:>10.1} {pct:>12}");
+    let cli = Cli::parse();
+    let Some(cmd) = cli.study else {
+        compare::run(cli.compare);
+        return;
     };
-    row("memory limit: random line reads", table_bytes / 64, limit.plain, None);
-    row("memory limit: prefetched x16", table_bytes / 64, limit.prefetched, None);
-    let big_map = workloads::populated::<dlht::DefaultHashBuilder>(big);
-    for (keys, label) in [(big, "memory-resident"), (small, "cache-resident")] {
-        let small_map;
-        let m = if keys == big {
-            &big_map
-        } else {
-            small_map = workloads::populated(small);
-            &small_map
-        };
-        let r = workloads::single_thread(m, cfg.duration);
-        let lim = (keys == big).then_some(limit.plain);
-        row(&format!("get ({label})"), keys, r.get, lim);
-        row(&format!("get miss ({label})"), keys, r.get_miss, lim);
-        row(&format!("insert+remove pair ({label})"), keys, r.insdel_pairs, lim);
-        row(&format!("put ({label})"), keys, r.put, lim);
-        if keys == big {
-            println!(
-                "# {label} table: {} bins, load factor {:.2}, link buckets in use {} of {}",
-                r.stats.bins, r.stats.load_factor, r.stats.link_buckets_in_use, r.stats.link_buckets
-            );
-        }
-    }
-    let grow = workloads::population::<dlht::DefaultHashBuilder>(big);
-    row("population from empty (grows)", grow.keys, grow.mops, None);
-    println!(
-        "# population: {} resizes; occupancy of all slots when each index was replaced: {}",
-        grow.resizes,
-        grow.occupancy.iter().map(|o| format!("{:.0}%", o * 100.0)).collect::<Vec<_>>().join(" ")
-    );
-    batching(&cfg, &big_map, &limit);
-    single_thread_mode(&cfg, &big_map, &workloads::populated(small));
-    hashers(&cfg, small);
-    let ns = workloads::enter_leave_ns(cfg.duration);
-    println!(
-        "# reclamation: enter+leave costs {ns:.1} ns per operation (announce SeqCst store + leave store)"
-    );
+    let (study, args) = match cmd {
+        StudyCmd::Baseline(a) => (studies::Study::Baseline, a),
+        StudyCmd::Batching(a) => (studies::Study::Batching, a),
+        StudyCmd::Hashers(a) => (studies::Study::Hashers, a),
+    };
+    let cfg = studies::Config {
+        big_log2: if args.smoke { args.keys_log2.min(18) } else { args.keys_log2 },
+        small_log2: 14,
+        duration: Duration::from_secs_f64(if args.smoke { args.seconds.min(0.2) } else { args.seconds }),
+    };
+    studies::run(study, &cfg);
 }

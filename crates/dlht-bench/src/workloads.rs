@@ -1,117 +1,254 @@
-//! Single-thread workloads on dlht (paper §4): Get, InsDel, Put, Population.
+//! The paper's workloads (§4–5), generic over [`Table`]: every system runs
+//! the same code on the same key stream (per-thread generators seeded from
+//! `--seed`), and every result is checked (a Get that misses, an insert of a
+//! fresh key that fails, aborts the run rather than being counted).
 
-use crate::limit::{run, splitmix};
-use dlht::{Map, Stats};
-use std::hash::BuildHasher;
-use std::hint::black_box;
+use crate::limit::splitmix;
+use crate::systems::{Table, MAX_BATCH};
+use serde::Serialize;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-/// Bytes of the index `Map::with_capacity(keys)` allocates (bins only).
-pub fn index_bytes(keys: usize) -> usize {
-    let m = Map::<u64, u64>::with_capacity(keys.min(1 << 10));
-    drop(m);
-    // Same sizing rule as the map: keys / 1.5 rounded up to a power of two.
-    ((keys as f64 / 1.5).ceil() as usize).next_power_of_two() * 64
+/// Workloads on a prepopulated table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
+pub enum Workload {
+    /// Uniform random gets of prepopulated keys; every get must hit.
+    Get,
+    /// Insert of a key not in the table, then remove of the same key.
+    Insdel,
+    /// 50% gets, 50% puts of prepopulated keys.
+    Putheavy,
+    /// Gets where `--hot-share` of accesses go to `--hot-keys` hot keys.
+    Skew,
 }
 
-/// Millions of operations per second for one table size.
-pub struct SingleThread {
-    pub get: f64,
-    pub get_miss: f64,
-    pub insdel_pairs: f64,
-    pub put: f64,
-    pub stats: Stats,
+/// Parameters shared by all measurements of a run.
+#[derive(Clone, Debug, Serialize)]
+pub struct Params {
+    /// Prepopulated keys (a power of two).
+    pub keys: u64,
+    /// Requests per batch handed to the system (1 = one call at a time for
+    /// systems without batching; batched dlht always batches).
+    pub batch: usize,
+    /// Time per measurement.
+    pub seconds: f64,
+    /// Seed of the key streams.
+    pub seed: u64,
+    /// Share of Skew accesses that go to the hot keys.
+    pub hot_share: f64,
+    /// Number of hot keys in Skew.
+    pub hot_keys: u64,
 }
 
-/// A map sized for and holding `keys` keys: splitmix(i) → i.
-pub fn populated<S: BuildHasher + Default>(keys: usize) -> Map<u64, u64, S> {
-    let m = Map::<u64, u64, S>::with_capacity_and_hasher(keys, S::default());
-    for i in 0..keys as u64 {
-        m.insert(splitmix(i), i).expect("populating distinct keys");
+/// The key of index `i` (values are the index): random-looking, distinct.
+#[inline(always)]
+pub fn key(i: u64) -> u64 {
+    splitmix(i)
+}
+
+/// Run `work(thread, rng_seed)` on `threads` threads for `secs` and return
+/// million operations per second. `work` returns operations done. One thread
+/// runs inline (single-thread systems never leave their thread).
+pub fn on_threads<T: Table>(
+    threads: usize,
+    secs: f64,
+    seed: u64,
+    work: impl Fn(usize, &mut u64) -> u64 + Sync,
+) -> f64 {
+    let dur = Duration::from_secs_f64(secs);
+    if threads == 1 {
+        let mut rng = seed ^ 0x5EED;
+        let start = Instant::now();
+        let mut ops = 0;
+        while start.elapsed() < dur {
+            ops += work(0, &mut rng);
+        }
+        return ops as f64 / start.elapsed().as_secs_f64() / 1e6;
     }
-    m
-}
-
-/// Single-thread throughput on a map from [`populated`].
-pub fn single_thread<S: BuildHasher>(m: &Map<u64, u64, S>, dur: Duration) -> SingleThread {
-    let keys = m.len();
-    let stats = m.stats();
-    let n = keys as u64;
-    // A mask where possible: a 64-bit division per get would dominate.
-    let mask = if n.is_power_of_two() { n - 1 } else { u64::MAX };
-    let pick = |x: u64| if mask != u64::MAX { x & mask } else { x % n };
-    let mut hits = 0u64;
-    let get = run(dur, |seed| {
-        let mut x = seed;
-        for _ in 0..1024 {
-            x = splitmix(x);
-            let i = pick(x);
-            // Every get must hit, with the right value.
-            if m.get(&splitmix(i)) == Some(i) {
-                hits += 1;
-            }
-        }
-        1024
-    });
-    let get_miss = run(dur, |seed| {
-        let mut x = seed;
-        for _ in 0..1024 {
-            x = splitmix(x);
-            black_box(m.get(&splitmix(n + pick(x))));
-        }
-        1024
-    });
-    let mut fresh = n;
-    let insdel_pairs = run(dur, |_| {
-        for _ in 0..1024 {
-            let k = splitmix(fresh);
-            fresh += 1;
-            m.insert(k, fresh).expect("fresh key");
-            m.remove(&k).expect("just inserted");
-        }
-        1024
-    });
-    let put = run(dur, |seed| {
-        let mut x = seed;
-        for _ in 0..1024 {
-            x = splitmix(x);
-            let i = pick(x);
-            black_box(m.put(splitmix(i), i));
-        }
-        1024
-    });
-    assert!(hits > 0 && m.len() == keys, "every get must hit and the table keep its keys");
-    SingleThread { get, get_miss, insdel_pairs, put, stats }
-}
-
-/// Result of a growing population.
-pub struct Population {
-    pub keys: usize,
-    pub mops: f64,
-    pub resizes: usize,
-    pub occupancy: Vec<f64>,
-}
-
-/// Insert `keys` fresh keys into a tiny table (it grows many times).
-pub fn population<S: BuildHasher + Default>(keys: usize) -> Population {
-    let m = Map::<u64, u64, S>::with_hasher(S::default());
+    assert!(T::CONCURRENT, "{} is single-threaded", T::NAME);
+    let stop = AtomicBool::new(false);
+    let total = AtomicU64::new(0);
     let start = Instant::now();
-    for i in 0..keys as u64 {
-        m.insert(splitmix(i), i).expect("distinct keys");
-    }
-    let secs = start.elapsed().as_secs_f64();
-    let s = m.stats();
-    Population { keys, mops: keys as f64 / secs / 1e6, resizes: s.resizes, occupancy: s.occupancy_at_resize }
+    std::thread::scope(|s| {
+        for t in 0..threads {
+            let (stop, total, work) = (&stop, &total, &work);
+            s.spawn(move || {
+                let mut rng = seed ^ 0x5EED ^ (t as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+                let mut ops = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    ops += work(t, &mut rng);
+                }
+                total.fetch_add(ops, Ordering::Relaxed);
+            });
+        }
+        std::thread::sleep(dur);
+        stop.store(true, Ordering::Relaxed);
+    });
+    total.load(Ordering::Relaxed) as f64 / start.elapsed().as_secs_f64() / 1e6
 }
 
-/// Nanoseconds for one enter+leave of the map (reclamation cost per op).
-pub fn enter_leave_ns(dur: Duration) -> f64 {
-    let m = Map::<u64, u64>::new();
-    let mops = run(dur, |_| {
-        for _ in 0..1024 {
-            m.enter_leave();
+/// Insert keys `0..n` (by index) using `threads` threads, in batches.
+pub fn populate<T: Table>(t: &T, n: u64, threads: usize, batch: usize, progress: &indicatif::ProgressBar) {
+    let threads = if T::CONCURRENT { threads } else { 1 };
+    let fill = |first: u64, step: u64| {
+        let mut buf = [0u64; MAX_BATCH];
+        let mut i = first;
+        while i < n {
+            let mut b = 0;
+            while b < batch && i < n {
+                buf[b] = key(i);
+                b += 1;
+                i += step;
+            }
+            let done = t.insert_batch(&buf[..b]);
+            assert_eq!(done, b, "{}: inserting distinct keys failed", T::NAME);
+            progress.inc(b as u64);
         }
-        1024
+    };
+    if threads == 1 {
+        fill(0, 1);
+    } else {
+        std::thread::scope(|s| {
+            for th in 0..threads {
+                let fill = &fill;
+                s.spawn(move || fill(th as u64, threads as u64));
+            }
+        });
+    }
+}
+
+/// One workload on a table holding keys `0..p.keys`.
+pub fn measure<T: Table>(t: &T, w: Workload, threads: usize, p: &Params) -> f64 {
+    let mask = p.keys - 1;
+    let b = p.batch.clamp(1, MAX_BATCH / 2);
+    let fresh = AtomicU64::new(0);
+    on_threads::<T>(threads, p.seconds, p.seed, |_, rng| match w {
+        Workload::Get | Workload::Skew => {
+            let mut keys = [0u64; MAX_BATCH];
+            let mut out = [None; MAX_BATCH];
+            for k in keys[..b].iter_mut() {
+                *rng = splitmix(*rng);
+                let hot = w == Workload::Skew && (*rng >> 11) as f64 / (1u64 << 53) as f64 <= p.hot_share;
+                *rng = splitmix(*rng);
+                let i = if hot { *rng % p.hot_keys.clamp(1, p.keys) } else { *rng & mask };
+                *k = key(i);
+            }
+            t.get_batch(&keys[..b], &mut out[..b]);
+            assert!(out[..b].iter().all(Option::is_some), "{}: a get of a present key missed", T::NAME);
+            b as u64
+        }
+        Workload::Insdel => {
+            // Fresh keys: indices above the table's, never reused.
+            let base = p.keys + fresh.fetch_add(b as u64, Ordering::Relaxed);
+            let mut keys = [0u64; MAX_BATCH];
+            for (j, k) in keys[..b].iter_mut().enumerate() {
+                *k = key(base + j as u64);
+            }
+            let ok = t.insdel_batch(&keys[..b]);
+            assert_eq!(ok, 2 * b, "{}: an insert of a fresh key or its remove failed", T::NAME);
+            2 * b as u64
+        }
+        Workload::Putheavy => {
+            let mut reqs = [(false, 0, 0); MAX_BATCH];
+            for r in reqs[..b].iter_mut() {
+                *rng = splitmix(*rng);
+                let i = *rng & mask;
+                *r = (*rng >> 63 == 1, key(i), i);
+            }
+            let ok = t.mixed_batch(&reqs[..b]);
+            assert_eq!(ok, b, "{}: a get or put of a present key failed", T::NAME);
+            b as u64
+        }
+    })
+}
+
+/// Population: insert `n` fresh keys into a table sized for 1024 keys (so it
+/// grows many times), on `threads` threads. Million inserts per second.
+pub fn population<T: Table>(n: u64, threads: usize, batch: usize) -> f64 {
+    let t = T::with_capacity(1024);
+    let bar = indicatif::ProgressBar::hidden();
+    let start = Instant::now();
+    populate(&t, n, threads, batch, &bar);
+    let mops = n as f64 / start.elapsed().as_secs_f64() / 1e6;
+    assert_eq!(t.get(key(n - 1)), Some(key(n - 1)), "{}: population lost a key", T::NAME);
+    mops
+}
+
+/// One sample of the resize time series.
+#[derive(Clone, Debug, Serialize)]
+pub struct Sample {
+    /// Milliseconds since the start.
+    pub ms: u64,
+    /// Gets per second over the last interval (millions).
+    pub get_mops: f64,
+    /// Inserts per second over the last interval (millions).
+    pub insert_mops: f64,
+}
+
+/// Resizing under load (paper Fig. 8): the table holds `prepop` keys and is
+/// sized for them; `writers` threads insert `grow` more fresh keys (it grows
+/// several times) while `readers` threads get prepopulated keys. Samples
+/// both rates every `every`.
+pub fn resize_series<T: Table>(
+    prepop: u64,
+    grow: u64,
+    readers: usize,
+    writers: usize,
+    every: Duration,
+) -> Vec<Sample> {
+    let t = T::with_capacity(prepop as usize);
+    populate(&t, prepop, readers + writers, 16, &indicatif::ProgressBar::hidden());
+    let gets = AtomicU64::new(0);
+    let inserts = AtomicU64::new(0);
+    let writers_left = AtomicU64::new(writers as u64);
+    let mask = prepop.next_power_of_two() - 1;
+    let mut samples = Vec::new();
+    std::thread::scope(|s| {
+        for r in 0..readers {
+            let (t, gets, writers_left) = (&t, &gets, &writers_left);
+            s.spawn(move || {
+                let mut rng = 0xF1 + r as u64;
+                while writers_left.load(Ordering::Relaxed) > 0 {
+                    for _ in 0..64 {
+                        rng = splitmix(rng);
+                        let i = (rng & mask) % prepop;
+                        assert_eq!(t.get(key(i)), Some(key(i)), "{}: a get missed during a resize", T::NAME);
+                    }
+                    gets.fetch_add(64, Ordering::Relaxed);
+                }
+            });
+        }
+        for w in 0..writers {
+            let (t, inserts, writers_left) = (&t, &inserts, &writers_left);
+            s.spawn(move || {
+                let mut i = prepop + w as u64;
+                let mut unflushed = 0;
+                while i < prepop + grow {
+                    assert!(t.insert(key(i), i), "{}: a fresh insert failed", T::NAME);
+                    i += writers as u64;
+                    unflushed += 1;
+                    if unflushed == 64 {
+                        inserts.fetch_add(64, Ordering::Relaxed);
+                        unflushed = 0;
+                    }
+                }
+                writers_left.fetch_sub(1, Ordering::Relaxed);
+            });
+        }
+        let start = Instant::now();
+        let (mut last_g, mut last_i, mut last_t) = (0, 0, start);
+        while writers_left.load(Ordering::Relaxed) > 0 {
+            std::thread::sleep(every);
+            let now = Instant::now();
+            let (g, i) = (gets.load(Ordering::Relaxed), inserts.load(Ordering::Relaxed));
+            let dt = (now - last_t).as_secs_f64() * 1e6;
+            samples.push(Sample {
+                ms: (now - start).as_millis() as u64,
+                get_mops: (g - last_g) as f64 / dt,
+                insert_mops: (i - last_i) as f64 / dt,
+            });
+            (last_g, last_i, last_t) = (g, i, now);
+        }
     });
-    1e3 / mops
+    samples
 }

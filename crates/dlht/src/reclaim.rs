@@ -105,8 +105,10 @@ impl Reclaim {
     }
 
     /// Hand over `old` (already replaced as current) to be freed once safe.
-    /// Tries briefly, since in-flight operations take well under a
-    /// microsecond; otherwise leaves it (and earlier ones) for a later call.
+    /// Checks a few times, briefly, since in-flight operations take well
+    /// under a microsecond; otherwise leaves it (and earlier ones) to the
+    /// next resize, `Map::stats` or drop. Never yields or blocks: the
+    /// publisher is an inserter that should get on with its insert.
     ///
     /// # Safety
     /// `old` came from `Box::into_raw`, is no longer reachable from the map's
@@ -114,12 +116,14 @@ impl Reclaim {
     pub unsafe fn retire(&self, old: *mut Index) {
         let mut retired = self.retired.lock().unwrap_or_else(|e| e.into_inner());
         retired.push(RetiredIndex(old));
-        for _ in 0..256 {
+        for _ in 0..4 {
             self.free_quiescent(&mut retired);
             if retired.is_empty() {
                 return;
             }
-            std::thread::yield_now();
+            for _ in 0..64 {
+                core::hint::spin_loop();
+            }
         }
     }
 

@@ -14,6 +14,11 @@ use core::ptr::NonNull;
 /// Arrays at least this large are mmapped on huge pages.
 #[cfg(not(loom))]
 const HUGE_THRESHOLD: usize = 2 << 20;
+/// Reserve-only arrays at least this large are mmapped whatever their size:
+/// the kernel hands out zero pages on first touch, where the heap would
+/// zero the whole array up front (a `memset` that dominated small resizes).
+#[cfg(not(loom))]
+const RESERVE_MMAP_THRESHOLD: usize = 64 << 10;
 #[cfg(not(loom))]
 const HUGE_PAGE: usize = 2 << 20;
 
@@ -44,7 +49,8 @@ impl<T> ZeroedArray<T> {
     pub unsafe fn new_zeroed(len: usize, reserve_only: bool) -> Result<Self, Error> {
         let bytes = len.checked_mul(size_of::<T>()).ok_or(Error::CapacityOverflow)?;
         let align = align_of::<T>().max(64);
-        if bytes < HUGE_THRESHOLD || cfg!(not(target_os = "linux")) {
+        let threshold = if reserve_only { RESERVE_MMAP_THRESHOLD } else { HUGE_THRESHOLD };
+        if bytes < threshold || cfg!(not(target_os = "linux")) {
             let layout = std::alloc::Layout::from_size_align(bytes.max(align), align)
                 .map_err(|_| Error::CapacityOverflow)?;
             // SAFETY: the layout has non-zero size.
@@ -52,7 +58,12 @@ impl<T> ZeroedArray<T> {
             let ptr = NonNull::new(p as *mut T).ok_or(Error::AllocFailed { bytes })?;
             return Ok(ZeroedArray { ptr, len, mapping: (0, 0), _owns: PhantomData });
         }
-        let mapped = bytes.div_ceil(HUGE_PAGE).checked_add(1).ok_or(Error::CapacityOverflow)? * HUGE_PAGE;
+        // Huge pages only pay off for large arrays; a small reserve gets 4 KiB
+        // pages (a first touch then zeroes 4 KiB, not 2 MiB).
+        let huge = bytes >= HUGE_THRESHOLD;
+        let page = if huge { HUGE_PAGE } else { 4096 };
+        let spare = if huge { 1 } else { 0 };
+        let mapped = bytes.div_ceil(page).checked_add(spare).ok_or(Error::CapacityOverflow)? * page;
         let mut flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS;
         if reserve_only {
             flags |= libc::MAP_NORESERVE;
@@ -67,12 +78,18 @@ impl<T> ZeroedArray<T> {
         }
         // Align the start to a huge page so the kernel can back it with 2 MiB
         // pages; the spare page mapped above makes room for that.
-        let start = (base as usize).next_multiple_of(HUGE_PAGE);
-        // SAFETY: [start, start + bytes) lies inside the fresh mapping.
-        // madvise is advice: failure (THP off) is harmless, so it is ignored.
+        let start = (base as usize).next_multiple_of(page);
         #[cfg(target_os = "linux")]
-        unsafe {
-            libc::madvise(start as *mut libc::c_void, mapped - (start - base as usize), libc::MADV_HUGEPAGE);
+        if huge {
+            // SAFETY: [start, start + bytes) lies inside the fresh mapping.
+            // madvise is advice: failure (THP off) is harmless, so ignored.
+            unsafe {
+                libc::madvise(
+                    start as *mut libc::c_void,
+                    mapped - (start - base as usize),
+                    libc::MADV_HUGEPAGE,
+                );
+            }
         }
         Ok(ZeroedArray {
             // SAFETY: start is non-null, inside the mapping.

@@ -1,0 +1,532 @@
+//! The systems under test, behind one small trait so every workload runs
+//! the same code on each. Each peer is used through its own public API with
+//! its own default hasher, pre-sized where it allows. Where a peer cannot
+//! express an operation, [`Table::NOTE`] says what it does instead, and the
+//! report prints it.
+
+use std::cell::RefCell;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::RwLock;
+
+/// Hash function of the dlht systems.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
+pub enum HashChoice {
+    /// rapidhash, seeded per map (dlht's default).
+    Rapidhash,
+    /// The identity: bin = key mod bins (the paper's default, for random keys).
+    Modulo,
+}
+
+static MODULO: AtomicBool = AtomicBool::new(false);
+
+/// Choose the hash of the dlht systems built from now on.
+pub fn set_hash(h: HashChoice) {
+    MODULO.store(h == HashChoice::Modulo, Ordering::Relaxed);
+}
+
+/// The dlht systems' hasher: the choice made with [`set_hash`].
+#[derive(Clone, Copy, Debug)]
+pub enum BenchHash {
+    /// rapidhash.
+    Rapid(dlht::DefaultHashBuilder),
+    /// Identity.
+    Modulo,
+}
+
+impl Default for BenchHash {
+    fn default() -> Self {
+        if MODULO.load(Ordering::Relaxed) {
+            BenchHash::Modulo
+        } else {
+            BenchHash::Rapid(dlht::DefaultHashBuilder::default())
+        }
+    }
+}
+
+/// The hasher of [`BenchHash`].
+pub enum BenchHasher {
+    /// rapidhash.
+    Rapid(<dlht::DefaultHashBuilder as BuildHasher>::Hasher),
+    /// Identity.
+    Modulo(dlht::ModuloHasher),
+}
+
+impl Hasher for BenchHasher {
+    #[inline(always)]
+    fn finish(&self) -> u64 {
+        match self {
+            BenchHasher::Rapid(h) => h.finish(),
+            BenchHasher::Modulo(h) => h.finish(),
+        }
+    }
+    #[inline(always)]
+    fn write(&mut self, bytes: &[u8]) {
+        match self {
+            BenchHasher::Rapid(h) => h.write(bytes),
+            BenchHasher::Modulo(h) => h.write(bytes),
+        }
+    }
+    #[inline(always)]
+    fn write_u64(&mut self, w: u64) {
+        match self {
+            BenchHasher::Rapid(h) => h.write_u64(w),
+            BenchHasher::Modulo(h) => h.write_u64(w),
+        }
+    }
+}
+
+impl BuildHasher for BenchHash {
+    type Hasher = BenchHasher;
+    #[inline(always)]
+    fn build_hasher(&self) -> BenchHasher {
+        match self {
+            BenchHash::Rapid(b) => BenchHasher::Rapid(b.build_hasher()),
+            BenchHash::Modulo => BenchHasher::Modulo(dlht::Modulo.build_hasher()),
+        }
+    }
+}
+
+/// A concurrent (or single-thread) map of u64 → u64, as the workloads use it.
+pub trait Table: Sync {
+    /// Name in reports.
+    const NAME: &'static str;
+    /// False for single-thread systems: they run only with one thread, on
+    /// the thread that built them.
+    const CONCURRENT: bool = true;
+    /// How an operation is substituted, if one is.
+    const NOTE: &'static str = "";
+    /// Pre-sized for `n` keys.
+    fn with_capacity(n: usize) -> Self;
+    /// Value of `k`.
+    fn get(&self, k: u64) -> Option<u64>;
+    /// Insert if absent; true if inserted.
+    fn insert(&self, k: u64, v: u64) -> bool;
+    /// Remove; true if it was there.
+    fn remove(&self, k: u64) -> bool;
+    /// Update if present; true if it was there.
+    fn put(&self, k: u64, v: u64) -> bool;
+
+    /// Gets of `keys` into `out` (batched systems override this).
+    #[inline]
+    fn get_batch(&self, keys: &[u64], out: &mut [Option<u64>]) {
+        for (k, o) in keys.iter().zip(out.iter_mut()) {
+            *o = self.get(*k);
+        }
+    }
+
+    /// For each key: insert it (must be fresh), then remove it.
+    /// Returns how many inserts and removes succeeded.
+    #[inline]
+    fn insdel_batch(&self, keys: &[u64]) -> usize {
+        keys.iter().map(|&k| self.insert(k, k) as usize + self.remove(k) as usize).sum()
+    }
+
+    /// Requests (put?, key, value): a put or a get. Returns successes.
+    #[inline]
+    fn mixed_batch(&self, reqs: &[(bool, u64, u64)]) -> usize {
+        reqs.iter()
+            .map(|&(is_put, k, v)| if is_put { self.put(k, v) } else { self.get(k).is_some() } as usize)
+            .sum()
+    }
+
+    /// Inserts of fresh keys. Returns successes.
+    #[inline]
+    fn insert_batch(&self, keys: &[u64]) -> usize {
+        keys.iter().map(|&k| self.insert(k, k) as usize).sum()
+    }
+}
+
+/// dlht, one call per request.
+pub struct Dlht(pub dlht::Map<u64, u64, BenchHash>);
+
+impl Table for Dlht {
+    const NAME: &'static str = "dlht";
+    fn with_capacity(n: usize) -> Self {
+        Dlht(dlht::Map::with_capacity_and_hasher(n, BenchHash::default()))
+    }
+    #[inline]
+    fn get(&self, k: u64) -> Option<u64> {
+        self.0.get(&k)
+    }
+    #[inline]
+    fn insert(&self, k: u64, v: u64) -> bool {
+        self.0.insert(k, v).is_ok()
+    }
+    #[inline]
+    fn remove(&self, k: u64) -> bool {
+        self.0.remove(&k).is_some()
+    }
+    #[inline]
+    fn put(&self, k: u64, v: u64) -> bool {
+        self.0.put(k, v).is_some()
+    }
+}
+
+macro_rules! dlht_batched {
+    ($name:ident, $label:literal, $map:ty, $concurrent:expr) => {
+        /// dlht with batched requests and prefetching (`get_many`, `batch`).
+        pub struct $name(pub $map);
+
+        impl Table for $name {
+            const NAME: &'static str = $label;
+            const CONCURRENT: bool = $concurrent;
+            fn with_capacity(n: usize) -> Self {
+                $name(<$map>::with_capacity_and_hasher(n, BenchHash::default()))
+            }
+            #[inline]
+            fn get(&self, k: u64) -> Option<u64> {
+                self.0.get(&k)
+            }
+            #[inline]
+            fn insert(&self, k: u64, v: u64) -> bool {
+                self.0.insert(k, v).is_ok()
+            }
+            #[inline]
+            fn remove(&self, k: u64) -> bool {
+                self.0.remove(&k).is_some()
+            }
+            #[inline]
+            fn put(&self, k: u64, v: u64) -> bool {
+                self.0.put(k, v).is_some()
+            }
+            #[inline]
+            fn get_batch(&self, keys: &[u64], out: &mut [Option<u64>]) {
+                self.0.get_many(keys, out).expect("buffers of equal length");
+            }
+            fn insdel_batch(&self, keys: &[u64]) -> usize {
+                batch_of(
+                    keys.len() * 2,
+                    |reqs| {
+                        for (i, &k) in keys.iter().enumerate() {
+                            reqs[2 * i] = dlht::Request::Insert(k, k);
+                            reqs[2 * i + 1] = dlht::Request::Remove(k);
+                        }
+                    },
+                    |reqs, out| self.0.batch(reqs, out, dlht::StopOn::Never).expect("batch"),
+                )
+            }
+            fn mixed_batch(&self, reqs: &[(bool, u64, u64)]) -> usize {
+                batch_of(
+                    reqs.len(),
+                    |r| {
+                        for (i, &(is_put, k, v)) in reqs.iter().enumerate() {
+                            r[i] = if is_put { dlht::Request::Put(k, v) } else { dlht::Request::Get(k) };
+                        }
+                    },
+                    |r, out| self.0.batch(r, out, dlht::StopOn::Never).expect("batch"),
+                )
+            }
+            fn insert_batch(&self, keys: &[u64]) -> usize {
+                batch_of(
+                    keys.len(),
+                    |r| {
+                        for (i, &k) in keys.iter().enumerate() {
+                            r[i] = dlht::Request::Insert(k, k);
+                        }
+                    },
+                    |r, out| self.0.batch(r, out, dlht::StopOn::Never).expect("batch"),
+                )
+            }
+        }
+    };
+}
+
+dlht_batched!(DlhtBatched, "dlht-batch", dlht::Map<u64, u64, BenchHash>, true);
+dlht_batched!(DlhtLocal, "dlht-local-batch", dlht::LocalMap<u64, u64, BenchHash>, false);
+
+// SAFETY: LocalMap is not Sync; the runner uses a CONCURRENT = false system
+// only on the thread that built it and never shares it (it asserts one
+// thread and runs inline, without spawning).
+unsafe impl Sync for DlhtLocal {}
+
+/// Most requests a batch in the bench holds (stack buffers, no allocation).
+pub const MAX_BATCH: usize = 128;
+
+/// Fill a stack request buffer and run it; the number of successes.
+#[inline(always)]
+fn batch_of(
+    n: usize,
+    fill: impl FnOnce(&mut [dlht::Request<u64, u64>]),
+    run: impl FnOnce(&[dlht::Request<u64, u64>], &mut [dlht::Response<u64>]) -> usize,
+) -> usize {
+    assert!(n <= MAX_BATCH, "batch larger than {MAX_BATCH}");
+    let mut reqs = [dlht::Request::Get(0); MAX_BATCH];
+    let mut out = [dlht::Response::NotExecuted; MAX_BATCH];
+    fill(&mut reqs[..n]);
+    run(&reqs[..n], &mut out[..n]);
+    out[..n].iter().filter(|r| r.succeeded()).count()
+}
+
+/// papaya (seize-based, lock-free reads), pinned per operation.
+pub struct Papaya(papaya::HashMap<u64, u64>);
+
+impl Table for Papaya {
+    const NAME: &'static str = "papaya";
+    fn with_capacity(n: usize) -> Self {
+        Papaya(papaya::HashMap::with_capacity(n))
+    }
+    #[inline]
+    fn get(&self, k: u64) -> Option<u64> {
+        self.0.pin().get(&k).copied()
+    }
+    #[inline]
+    fn insert(&self, k: u64, v: u64) -> bool {
+        self.0.pin().try_insert(k, v).is_ok()
+    }
+    #[inline]
+    fn remove(&self, k: u64) -> bool {
+        self.0.pin().remove(&k).is_some()
+    }
+    #[inline]
+    fn put(&self, k: u64, v: u64) -> bool {
+        self.0.pin().update(k, |_| v).is_some()
+    }
+}
+
+/// dashmap (sharded RwLocks).
+pub struct Dash(dashmap::DashMap<u64, u64>);
+
+impl Table for Dash {
+    const NAME: &'static str = "dashmap";
+    fn with_capacity(n: usize) -> Self {
+        Dash(dashmap::DashMap::with_capacity(n))
+    }
+    #[inline]
+    fn get(&self, k: u64) -> Option<u64> {
+        self.0.get(&k).map(|r| *r)
+    }
+    #[inline]
+    fn insert(&self, k: u64, v: u64) -> bool {
+        match self.0.entry(k) {
+            dashmap::Entry::Vacant(e) => {
+                e.insert(v);
+                true
+            }
+            dashmap::Entry::Occupied(_) => false,
+        }
+    }
+    #[inline]
+    fn remove(&self, k: u64) -> bool {
+        self.0.remove(&k).is_some()
+    }
+    #[inline]
+    fn put(&self, k: u64, v: u64) -> bool {
+        self.0.get_mut(&k).map(|mut r| *r = v).is_some()
+    }
+}
+
+/// scc::HashMap (bucket locks, optimistic reads).
+pub struct Scc(scc::HashMap<u64, u64>);
+
+impl Table for Scc {
+    const NAME: &'static str = "scc";
+    fn with_capacity(n: usize) -> Self {
+        Scc(scc::HashMap::with_capacity(n))
+    }
+    #[inline]
+    fn get(&self, k: u64) -> Option<u64> {
+        self.0.read_sync(&k, |_, v| *v)
+    }
+    #[inline]
+    fn insert(&self, k: u64, v: u64) -> bool {
+        self.0.insert_sync(k, v).is_ok()
+    }
+    #[inline]
+    fn remove(&self, k: u64) -> bool {
+        self.0.remove_sync(&k).is_some()
+    }
+    #[inline]
+    fn put(&self, k: u64, v: u64) -> bool {
+        self.0.update_sync(&k, |_, old| *old = v).is_some()
+    }
+}
+
+/// flurry (a port of Java's ConcurrentHashMap), guard per operation.
+pub struct Flurry(flurry::HashMap<u64, u64>);
+
+impl Table for Flurry {
+    const NAME: &'static str = "flurry";
+    fn with_capacity(n: usize) -> Self {
+        Flurry(flurry::HashMap::with_capacity(n))
+    }
+    #[inline]
+    fn get(&self, k: u64) -> Option<u64> {
+        self.0.get(&k, &self.0.guard()).copied()
+    }
+    #[inline]
+    fn insert(&self, k: u64, v: u64) -> bool {
+        self.0.try_insert(k, v, &self.0.guard()).is_ok()
+    }
+    #[inline]
+    fn remove(&self, k: u64) -> bool {
+        self.0.remove(&k, &self.0.guard()).is_some()
+    }
+    #[inline]
+    fn put(&self, k: u64, v: u64) -> bool {
+        self.0.compute_if_present(&k, |_, _| Some(v), &self.0.guard()).is_some()
+    }
+}
+
+/// leapfrog::LeapMap (the Rust port of Junction's Leapfrog).
+pub struct Leapfrog(leapfrog::LeapMap<u64, u64>);
+
+impl Table for Leapfrog {
+    const NAME: &'static str = "leapfrog";
+    const NOTE: &'static str =
+        "no insert-if-absent: inserts use its overwriting insert (same effect on the fresh keys of InsDel and Population); values u64::MAX and u64::MAX-1 are reserved";
+    fn with_capacity(n: usize) -> Self {
+        Leapfrog(leapfrog::LeapMap::with_capacity(n))
+    }
+    #[inline]
+    fn get(&self, k: u64) -> Option<u64> {
+        self.0.get(&k).and_then(|mut r| r.value())
+    }
+    #[inline]
+    fn insert(&self, k: u64, v: u64) -> bool {
+        self.0.insert(k, v).is_none()
+    }
+    #[inline]
+    fn remove(&self, k: u64) -> bool {
+        self.0.remove(&k).is_some()
+    }
+    #[inline]
+    fn put(&self, k: u64, v: u64) -> bool {
+        self.0.update(&k, v).is_some()
+    }
+}
+
+/// std's HashMap behind one RwLock: the baseline every design must beat.
+pub struct StdRwLock(RwLock<std::collections::HashMap<u64, u64>>);
+
+impl Table for StdRwLock {
+    const NAME: &'static str = "std-rwlock";
+    fn with_capacity(n: usize) -> Self {
+        StdRwLock(RwLock::new(std::collections::HashMap::with_capacity(n)))
+    }
+    #[inline]
+    fn get(&self, k: u64) -> Option<u64> {
+        self.0.read().unwrap().get(&k).copied()
+    }
+    #[inline]
+    fn insert(&self, k: u64, v: u64) -> bool {
+        let mut m = self.0.write().unwrap();
+        match m.entry(k) {
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(v);
+                true
+            }
+            std::collections::hash_map::Entry::Occupied(_) => false,
+        }
+    }
+    #[inline]
+    fn remove(&self, k: u64) -> bool {
+        self.0.write().unwrap().remove(&k).is_some()
+    }
+    #[inline]
+    fn put(&self, k: u64, v: u64) -> bool {
+        self.0.write().unwrap().get_mut(&k).map(|s| *s = v).is_some()
+    }
+}
+
+/// hashbrown on one thread: the single-thread bound (SwissTable, foldhash).
+pub struct Hashbrown(RefCell<hashbrown::HashMap<u64, u64>>);
+
+// SAFETY: as for DlhtLocal: CONCURRENT = false systems never leave the
+// thread that built them.
+unsafe impl Sync for Hashbrown {}
+
+impl Table for Hashbrown {
+    const NAME: &'static str = "hashbrown-1t";
+    const CONCURRENT: bool = false;
+    fn with_capacity(n: usize) -> Self {
+        Hashbrown(RefCell::new(hashbrown::HashMap::with_capacity(n)))
+    }
+    #[inline]
+    fn get(&self, k: u64) -> Option<u64> {
+        self.0.borrow().get(&k).copied()
+    }
+    #[inline]
+    fn insert(&self, k: u64, v: u64) -> bool {
+        match self.0.borrow_mut().entry(k) {
+            hashbrown::hash_map::Entry::Vacant(e) => {
+                e.insert(v);
+                true
+            }
+            hashbrown::hash_map::Entry::Occupied(_) => false,
+        }
+    }
+    #[inline]
+    fn remove(&self, k: u64) -> bool {
+        self.0.borrow_mut().remove(&k).is_some()
+    }
+    #[inline]
+    fn put(&self, k: u64, v: u64) -> bool {
+        self.0.borrow_mut().get_mut(&k).map(|s| *s = v).is_some()
+    }
+}
+
+/// Every system, by name, for the CLI and the dispatch macro.
+pub const ALL: [&str; 10] = [
+    "dlht",
+    "dlht-batch",
+    "dlht-local-batch",
+    "papaya",
+    "dashmap",
+    "scc",
+    "flurry",
+    "leapfrog",
+    "std-rwlock",
+    "hashbrown-1t",
+];
+
+/// Run `$body` with `$t` bound to the type of system `$name`.
+#[macro_export]
+macro_rules! with_system {
+    ($name:expr, $t:ident => $body:expr) => {{
+        use $crate::systems::*;
+        match $name {
+            "dlht" => {
+                type $t = Dlht;
+                $body
+            }
+            "dlht-batch" => {
+                type $t = DlhtBatched;
+                $body
+            }
+            "dlht-local-batch" => {
+                type $t = DlhtLocal;
+                $body
+            }
+            "papaya" => {
+                type $t = Papaya;
+                $body
+            }
+            "dashmap" => {
+                type $t = Dash;
+                $body
+            }
+            "scc" => {
+                type $t = Scc;
+                $body
+            }
+            "flurry" => {
+                type $t = Flurry;
+                $body
+            }
+            "leapfrog" => {
+                type $t = Leapfrog;
+                $body
+            }
+            "std-rwlock" => {
+                type $t = StdRwLock;
+                $body
+            }
+            "hashbrown-1t" => {
+                type $t = Hashbrown;
+                $body
+            }
+            other => panic!("unknown system {other}"),
+        }
+    }};
+}
