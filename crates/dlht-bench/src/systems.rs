@@ -243,7 +243,15 @@ unsafe impl Sync for DlhtLocal {}
 /// Most requests a batch in the bench holds (stack buffers, no allocation).
 pub const MAX_BATCH: usize = 128;
 
-/// Fill a stack request buffer and run it; the number of successes.
+thread_local! {
+    /// Request and response buffers of this thread's batches, allocated
+    /// once: zeroing stack arrays per batch stalls the core (see
+    /// `workloads::Scratch`).
+    static BATCH: RefCell<(Vec<dlht::Request<u64, u64>>, Vec<dlht::Response<u64>>)> =
+        RefCell::new((vec![dlht::Request::Get(0); MAX_BATCH], vec![dlht::Response::NotExecuted; MAX_BATCH]));
+}
+
+/// Fill this thread's request buffer and run it; the number of successes.
 #[inline(always)]
 fn batch_of(
     n: usize,
@@ -251,11 +259,11 @@ fn batch_of(
     run: impl FnOnce(&[dlht::Request<u64, u64>], &mut [dlht::Response<u64>]) -> usize,
 ) -> usize {
     assert!(n <= MAX_BATCH, "batch larger than {MAX_BATCH}");
-    let mut reqs = [dlht::Request::Get(0); MAX_BATCH];
-    let mut out = [dlht::Response::NotExecuted; MAX_BATCH];
-    fill(&mut reqs[..n]);
-    run(&reqs[..n], &mut out[..n]);
-    out[..n].iter().filter(|r| r.succeeded()).count()
+    BATCH.with_borrow_mut(|(reqs, out)| {
+        fill(&mut reqs[..n]);
+        run(&reqs[..n], &mut out[..n]);
+        out[..n].iter().filter(|r| r.succeeded()).count()
+    })
 }
 
 /// papaya (seize-based, lock-free reads), pinned per operation.
