@@ -82,7 +82,7 @@ pub fn run(study: Study, cfg: &Config) {
     );
     let ns = baseline::enter_leave_ns(cfg.duration);
     println!(
-        "# reclamation: enter+leave costs {ns:.1} ns per operation (announce SeqCst store + leave store)"
+        "# reclamation: enter+leave costs {ns:.1} ns per operation (announce + leave; see dlht reclaim.rs)"
     );
 }
 

@@ -243,11 +243,14 @@ unsafe impl Sync for DlhtLocal {}
 /// Most requests a batch in the bench holds (stack buffers, no allocation).
 pub const MAX_BATCH: usize = 128;
 
+/// One thread's request and response buffers.
+type BatchBuffers = (Vec<dlht::Request<u64, u64>>, Vec<dlht::Response<u64>>);
+
 thread_local! {
     /// Request and response buffers of this thread's batches, allocated
     /// once: zeroing stack arrays per batch stalls the core (see
     /// `workloads::Scratch`).
-    static BATCH: RefCell<(Vec<dlht::Request<u64, u64>>, Vec<dlht::Response<u64>>)> =
+    static BATCH: RefCell<BatchBuffers> =
         RefCell::new((vec![dlht::Request::Get(0); MAX_BATCH], vec![dlht::Response::NotExecuted; MAX_BATCH]));
 }
 

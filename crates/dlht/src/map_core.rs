@@ -51,7 +51,7 @@ impl Core {
         let record = self.reclaim.record();
         // Relaxed load: any value ≤ the generation of the index loaded below
         // is a safe announcement, and generations only grow.
-        Reclaim::announce(record, self.generation.load(Ordering::Relaxed));
+        self.reclaim.announce(record, self.generation.load(Ordering::Relaxed));
         // SeqCst: the load half of hazard 4's Dekker pair (see `reclaim`).
         // SAFETY: announced above; the index stays allocated until we leave.
         let index = unsafe { &*self.current.load(Ordering::SeqCst) };

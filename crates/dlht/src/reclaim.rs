@@ -8,25 +8,33 @@
 //! pointers from the one it loaded), so an index of generation `r` may be
 //! freed once every announcement is 0 or > `r`.
 //!
-//! Hazard 4 is a store→load race on both sides, closed by SeqCst on both:
+//! Hazard 4 is a store→load race on both sides (Dekker):
 //!
-//! - enter: `generation` (load) → announce `g` (store, SeqCst) → `current`
-//!   (load, SeqCst)
+//! - enter: `generation` (load) → announce `g` (store) → `current` (load)
 //! - publish: `current` (store, SeqCst) → `generation` (store) → scan the
-//!   announcements (loads, SeqCst)
+//!   announcements (loads)
 //!
-//! In the single total order of SeqCst operations either the announcement
-//! precedes the scan (the scanner sees it and keeps the index), or the scan
-//! precedes it and then the entering thread's load of `current` follows the
-//! publish and returns the new index, so it never touches the old one. The
-//! announcement store is an `xchg` on x86-64 (about 20 cycles, paid once per
-//! operation or batch); see the README for the measured per-operation cost.
+//! Either the scan sees the announcement (and keeps the index), or the
+//! entering thread's load of `current` sees the publish (and never touches
+//! the old index) — provided neither side lets its load pass its store.
+//! Two ways to provide that, chosen once per process:
+//!
+//! - **Asymmetric (Linux, the default where the kernel offers it).** The
+//!   process registers for `membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)`.
+//!   The announcement is a plain store followed by a compiler fence — no
+//!   locked instruction on the operation's path — and the publisher, before
+//!   each scan, calls membarrier, which makes every running thread of the
+//!   process execute a full memory barrier. This is the paper's "two atomic
+//!   stores per request", made sound.
+//! - **Symmetric (fallback).** The announcement is a SeqCst store (an `xchg`
+//!   on x86-64) and the scan uses SeqCst loads after a SeqCst fence.
 //!
 //! The record also carries the thread's share of the map's length, written
 //! only by its owner (no read-modify-write needed).
 
 use crate::raw::index::Index;
-use crate::sync::{AtomicU64, AtomicUsize, Ordering};
+use crate::sync::{fence, AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::compiler_fence;
 use crossbeam_utils::CachePadded;
 use std::sync::Mutex;
 use thread_local::ThreadLocal;
@@ -51,6 +59,48 @@ impl ThreadRecord {
     }
 }
 
+/// `membarrier` commands (linux/membarrier.h); libc exports the syscall
+/// number but not these.
+#[cfg(all(target_os = "linux", not(loom)))]
+mod membarrier {
+    pub const CMD_QUERY: libc::c_int = 0;
+    pub const CMD_PRIVATE_EXPEDITED: libc::c_int = 1 << 3;
+    pub const CMD_REGISTER_PRIVATE_EXPEDITED: libc::c_int = 1 << 4;
+
+    fn call(cmd: libc::c_int) -> libc::c_long {
+        // SAFETY: membarrier takes two integers and touches no user memory.
+        unsafe { libc::syscall(libc::SYS_membarrier, cmd, 0 as libc::c_uint) }
+    }
+
+    /// Register this process for expedited private barriers; false if the
+    /// kernel does not offer them (then the symmetric protocol is used).
+    pub fn register() -> bool {
+        let cmds = call(CMD_QUERY);
+        cmds >= 0
+            && cmds & CMD_PRIVATE_EXPEDITED as libc::c_long != 0
+            && call(CMD_REGISTER_PRIVATE_EXPEDITED) == 0
+    }
+
+    /// A full barrier on every running thread of this process.
+    pub fn barrier() {
+        let r = call(CMD_PRIVATE_EXPEDITED);
+        assert_eq!(r, 0, "dlht: membarrier failed after registering");
+    }
+}
+
+/// True if this process uses the asymmetric protocol (decided once).
+fn asymmetric() -> bool {
+    #[cfg(all(target_os = "linux", not(loom)))]
+    {
+        static REGISTERED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *REGISTERED.get_or_init(membarrier::register)
+    }
+    #[cfg(not(all(target_os = "linux", not(loom))))]
+    {
+        false
+    }
+}
+
 /// The per-map reclamation state.
 pub struct Reclaim {
     threads: ThreadLocal<CachePadded<ThreadRecord>>,
@@ -58,6 +108,8 @@ pub struct Reclaim {
     retired: Mutex<Vec<RetiredIndex>>,
     /// Indexes freed so far.
     pub freed: AtomicUsize,
+    /// Which Dekker protocol this map uses (see the module docs).
+    asymmetric: bool,
 }
 
 struct RetiredIndex(*mut Index);
@@ -68,7 +120,12 @@ unsafe impl Send for RetiredIndex {}
 impl Reclaim {
     /// Empty state.
     pub fn new() -> Self {
-        Reclaim { threads: ThreadLocal::new(), retired: Mutex::new(Vec::new()), freed: AtomicUsize::new(0) }
+        Reclaim {
+            threads: ThreadLocal::new(),
+            retired: Mutex::new(Vec::new()),
+            freed: AtomicUsize::new(0),
+            asymmetric: asymmetric(),
+        }
     }
 
     /// This thread's record.
@@ -77,10 +134,18 @@ impl Reclaim {
         self.threads.get_or(Default::default)
     }
 
-    /// Announce generation `g` for this thread (see the module docs).
-    #[inline]
-    pub fn announce(record: &ThreadRecord, g: u64) {
-        record.announced.store(g, Ordering::SeqCst);
+    /// Announce generation `g` for this thread (see the module docs). The
+    /// caller loads `current` next.
+    #[inline(always)]
+    pub fn announce(&self, record: &ThreadRecord, g: u64) {
+        if self.asymmetric {
+            // Relaxed + compiler fence: the publisher's membarrier supplies
+            // the hardware StoreLoad barrier on this thread when it matters.
+            record.announced.store(g, Ordering::Relaxed);
+            compiler_fence(Ordering::SeqCst);
+        } else {
+            record.announced.store(g, Ordering::SeqCst);
+        }
     }
 
     /// Leave the map. Release: every read of the index made inside happens
@@ -94,6 +159,16 @@ impl Reclaim {
     pub fn len(&self) -> i64 {
         // Relaxed: see `add_len`; a sum of counters publishes nothing.
         self.threads.iter().map(|r| r.len_delta.load(Ordering::Relaxed) as i64).fold(0i64, i64::wrapping_add)
+    }
+
+    /// The publisher's half of the Dekker pair, before scanning.
+    fn scan_barrier(&self) {
+        #[cfg(all(target_os = "linux", not(loom)))]
+        if self.asymmetric {
+            membarrier::barrier();
+            return;
+        }
+        fence(Ordering::SeqCst);
     }
 
     /// True if no thread is inside with an announced generation ≤ `g`.
@@ -134,6 +209,10 @@ impl Reclaim {
     }
 
     fn free_quiescent(&self, retired: &mut Vec<RetiredIndex>) {
+        if retired.is_empty() {
+            return;
+        }
+        self.scan_barrier();
         retired.retain(|r| {
             // SAFETY: retired indexes stay allocated until freed right here.
             let g = unsafe { (*r.0).generation };
