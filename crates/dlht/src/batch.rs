@@ -16,9 +16,10 @@ use crate::ops::insert::Inserted;
 use crate::raw::bucket::PrimaryBucket;
 use crate::raw::index::Index;
 
-/// How many requests ahead the primary bucket is prefetched. About a memory
-/// latency's worth of requests (~100 ns / ~5 ns each), rounded to a power of
-/// two; measured by `dlht-bench` batch sweeps.
+/// How many requests ahead the primary bucket is prefetched: about a memory
+/// latency's worth of requests (~100 ns of ~6–12 ns requests), rounded to a
+/// power of two. Not tuned beyond that; `dlht-bench batching` sweeps batch
+/// sizes, not this window.
 pub const WINDOW: usize = 16;
 
 /// One request of a batch.
