@@ -18,7 +18,7 @@ pub mod put;
 pub mod remove;
 
 use crate::raw::header::SLOTS_PER_BIN;
-use crate::raw::header::{BinState, Header, SlotState};
+use crate::raw::header::{BinState, Header, SlotMask, SlotState};
 use crate::raw::index::BinRef;
 use crate::raw::link_meta::{LinkMeta, SINGLE_FIRST};
 use crate::raw::threading::Threading;
@@ -102,13 +102,8 @@ pub fn scan<T: Threading>(bin: &BinRef<'_, T>, h: Header, key: u64) -> Scan {
 pub fn find<T: Threading>(bin: &BinRef<'_, T>, h: Header, key: u64) -> Option<(usize, u64)> {
     let valid = h.slots_in(SlotState::Valid);
     let p = &bin.bucket.slots;
-    // One bit per slot at bit 2 * slot, like the Valid mask.
-    let eq = (p[0].load_key() == key) as u64
-        | ((p[1].load_key() == key) as u64) << 2
-        | ((p[2].load_key() == key) as u64) << 4;
-    let hit = eq & valid.bits();
-    if hit != 0 {
-        let i = hit.trailing_zeros() as usize / 2;
+    let eq = SlotMask::primary(p[0].load_key() == key, p[1].load_key() == key, p[2].load_key() == key);
+    if let Some(i) = eq.and(valid).next_slot() {
         return Some((i, p[i].load_value()));
     }
     let links = valid.range(SINGLE_FIRST, SLOTS_PER_BIN);

@@ -185,10 +185,18 @@ impl SlotMask {
         }
     }
 
-    /// The raw bits: one per slot, at bit `2 * slot`.
+    /// The set of primary-bucket slots (0, 1, 2) whose flag is true: built
+    /// without branches, for matching the three key words at once.
     #[inline(always)]
-    pub const fn bits(self) -> u64 {
-        self.0
+    pub const fn primary(s0: bool, s1: bool, s2: bool) -> SlotMask {
+        SlotMask(s0 as u64 | (s1 as u64) << Header::SLOT_BITS | (s2 as u64) << (2 * Header::SLOT_BITS))
+    }
+
+    /// Slots in both sets.
+    #[inline(always)]
+    #[must_use]
+    pub const fn and(self, other: SlotMask) -> SlotMask {
+        SlotMask(self.0 & other.0)
     }
 
     /// Keep only slots `lo..hi`.
@@ -325,6 +333,15 @@ mod tests {
         assert_eq!(h2.version(), 0);
         assert_eq!(h2.slot(0), SlotState::Valid);
         assert_eq!(h2.bin_state(), BinState::NoTransfer);
+    }
+
+    #[test]
+    fn primary_masks_line_up_with_header_masks() {
+        let h = Header::default().with_slot(0, SlotState::Valid).with_slot(2, SlotState::Valid);
+        let valid = h.slots_in(SlotState::Valid);
+        assert_eq!(SlotMask::primary(true, true, true).and(valid).collect::<Vec<_>>(), vec![0, 2]);
+        assert_eq!(SlotMask::primary(false, true, false).and(valid).next_slot(), None);
+        assert_eq!(SlotMask::primary(false, false, true).next_slot(), Some(2));
     }
 
     #[test]
