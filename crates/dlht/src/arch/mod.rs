@@ -8,7 +8,6 @@ pub(crate) use dwcas::{dwcas, load as load_slot_word};
 ///
 /// A pure hint: it never faults and has no architectural effect.
 #[inline(always)]
-#[allow(dead_code)] // used by batching (issue 3) and `Map::prefetch`
 pub(crate) fn prefetch<T>(p: *const T) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: prefetcht0 is a hint; it never faults, whatever the address.

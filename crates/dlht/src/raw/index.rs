@@ -143,7 +143,6 @@ impl Index {
 
     /// Address of a bin's primary bucket, for prefetching.
     #[inline(always)]
-    #[allow(dead_code)] // used by Map::prefetch and batching
     pub fn bin_ptr(&self, bin: usize) -> *const PrimaryBucket {
         self.bins.ptr_at(bin & self.mask)
     }
