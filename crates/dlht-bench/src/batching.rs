@@ -4,41 +4,30 @@
 //! prefetched random-read limit measured at the same thread counts.
 
 use crate::limit::{self, splitmix};
+use crate::runner;
 use dlht::{LocalMap, Map, Request, Response, StopOn};
 use std::hint::black_box;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 /// Batch sizes swept (requests per batch).
 pub const BATCH_SIZES: [usize; 8] = [1, 2, 4, 8, 16, 24, 32, 64];
 
 /// Millions of operations per second summed over `threads` threads, each
-/// running `work(thread, seed)` (which returns operations done) until `dur`.
+/// running `work(thread, seed)` (which returns operations done) with a fresh
+/// seed per call: the median of three runs of a third of `dur` each.
 pub fn on_threads(threads: usize, dur: Duration, work: impl Fn(usize, u64) -> u64 + Sync) -> f64 {
-    limit::median3(|| on_threads_once(threads, dur / 3, &work))
-}
-
-fn on_threads_once(threads: usize, dur: Duration, work: &(impl Fn(usize, u64) -> u64 + Sync)) -> f64 {
-    let stop = AtomicBool::new(false);
-    let total = AtomicU64::new(0);
-    let start = Instant::now();
-    std::thread::scope(|s| {
-        for t in 0..threads {
-            let (stop, total) = (&stop, &total);
-            s.spawn(move || {
-                let mut ops = 0;
-                let mut seed = splitmix(0xB47C + t as u64);
-                while !stop.load(Ordering::Relaxed) {
-                    seed = splitmix(seed);
-                    ops += work(t, seed);
-                }
-                total.fetch_add(ops, Ordering::Relaxed);
-            });
-        }
-        std::thread::sleep(dur);
-        stop.store(true, Ordering::Relaxed);
-    });
-    total.load(Ordering::Relaxed) as f64 / start.elapsed().as_secs_f64() / 1e6
+    limit::median3(|| {
+        runner::timed(
+            threads,
+            dur / 3,
+            |t| (t, splitmix(0xB47C + t as u64)),
+            |(t, seed)| {
+                *seed = splitmix(*seed);
+                work(*t, *seed)
+            },
+        )
+    })
 }
 
 /// One row of the sweep.
@@ -68,6 +57,7 @@ pub fn sweep(map: &Map<u64, u64>, keys: u64, threads: usize, dur: Duration) -> V
         256
     });
     let insdel_unbatched = on_threads(threads, dur, |_, _| {
+        // Relaxed: the counter only hands out distinct fresh keys.
         let base = fresh.fetch_add(128, Ordering::Relaxed);
         for j in base..base + 128 {
             let k = splitmix(j);
@@ -99,6 +89,7 @@ pub fn sweep(map: &Map<u64, u64>, keys: u64, threads: usize, dur: Duration) -> V
             let n = pairs * 2;
             let mut done = 0;
             while done < 256 {
+                // Relaxed: distinct fresh keys only.
                 let base = fresh.fetch_add(pairs as u64, Ordering::Relaxed);
                 for p in 0..pairs {
                     let k = splitmix(base + p as u64);

@@ -13,6 +13,7 @@ mod limit;
 mod machine;
 mod plot;
 mod report;
+mod runner;
 mod studies;
 mod systems;
 mod workloads;

@@ -20,7 +20,8 @@ pub enum HashChoice {
 
 static MODULO: AtomicBool = AtomicBool::new(false);
 
-/// Choose the hash of the dlht systems built from now on.
+/// Choose the hash of the dlht systems built from now on. Relaxed: set once,
+/// by the main thread, before any map is built.
 pub fn set_hash(h: HashChoice) {
     MODULO.store(h == HashChoice::Modulo, Ordering::Relaxed);
 }

@@ -4,9 +4,10 @@
 //! fresh key that fails, aborts the run rather than being counted).
 
 use crate::limit::splitmix;
+use crate::runner;
 use crate::systems::{Table, MAX_BATCH};
 use serde::Serialize;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// Workloads on a prepopulated table.
@@ -63,50 +64,23 @@ impl Scratch {
     }
 }
 
-/// Run `work(thread, rng, scratch)` on `threads` threads for `secs` and
-/// return million operations per second. `work` returns operations done.
-/// One thread runs inline (single-thread systems never leave their thread).
+/// Run `work(thread, rng, scratch)` on `threads` threads for `secs` (see
+/// `runner::timed`), each thread with its own generator, seeded from `seed`
+/// and its number so every system sees the same key streams, and its own
+/// scratch buffers.
 pub fn on_threads<T: Table>(
     threads: usize,
     secs: f64,
     seed: u64,
     work: impl Fn(usize, &mut u64, &mut Scratch) -> u64 + Sync,
 ) -> f64 {
-    let dur = Duration::from_secs_f64(secs);
-    if threads == 1 {
-        let mut rng = seed ^ 0x5EED;
-        let mut scratch = Scratch::new();
-        let start = Instant::now();
-        let mut ops = 0;
-        // Read the clock every 64 batches, not every batch.
-        while start.elapsed() < dur {
-            for _ in 0..64 {
-                ops += work(0, &mut rng, &mut scratch);
-            }
-        }
-        return ops as f64 / start.elapsed().as_secs_f64() / 1e6;
-    }
-    assert!(T::CONCURRENT, "{} is single-threaded", T::NAME);
-    let stop = AtomicBool::new(false);
-    let total = AtomicU64::new(0);
-    let start = Instant::now();
-    std::thread::scope(|s| {
-        for t in 0..threads {
-            let (stop, total, work) = (&stop, &total, &work);
-            s.spawn(move || {
-                let mut rng = seed ^ 0x5EED ^ (t as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-                let mut scratch = Scratch::new();
-                let mut ops = 0;
-                while !stop.load(Ordering::Relaxed) {
-                    ops += work(t, &mut rng, &mut scratch);
-                }
-                total.fetch_add(ops, Ordering::Relaxed);
-            });
-        }
-        std::thread::sleep(dur);
-        stop.store(true, Ordering::Relaxed);
-    });
-    total.load(Ordering::Relaxed) as f64 / start.elapsed().as_secs_f64() / 1e6
+    assert!(T::CONCURRENT || threads == 1, "{} is single-threaded", T::NAME);
+    runner::timed(
+        threads,
+        Duration::from_secs_f64(secs),
+        |t| (t, seed ^ 0x5EED ^ (t as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15), Scratch::new()),
+        |(t, rng, scratch)| work(*t, rng, scratch),
+    )
 }
 
 /// Insert keys `0..n` (by index) using `threads` threads, in batches.
@@ -170,7 +144,8 @@ pub fn measure<T: Table>(t: &T, w: Workload, threads: usize, p: &Params) -> f64 
             b as u64
         }),
         Workload::Insdel => on_threads::<T>(threads, secs, seed, |_, _, s| {
-            // Fresh keys: indices above the table's, never reused.
+            // Fresh keys: indices above the table's, never reused (Relaxed:
+            // the counter only hands out distinct numbers).
             let base = p.keys + fresh.fetch_add(b as u64, Ordering::Relaxed);
             for (j, k) in s.keys[..b].iter_mut().enumerate() {
                 *k = key(base + j as u64);
@@ -235,6 +210,8 @@ pub fn resize_series<T: Table>(
 ) -> Vec<Sample> {
     let t = T::with_capacity(prepop as usize);
     populate(&t, prepop, readers + writers, 16, &indicatif::ProgressBar::hidden());
+    // Relaxed counters below: rates sampled for a plot, and a flag that only
+    // ends the readers' loops; the scope's join orders the rest.
     let gets = AtomicU64::new(0);
     let inserts = AtomicU64::new(0);
     let writers_left = AtomicU64::new(writers as u64);
