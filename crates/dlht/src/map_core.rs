@@ -56,7 +56,7 @@ impl Core {
         // SAFETY: announced above; the index stays allocated until we leave.
         let index = unsafe { &*self.current.load(Ordering::SeqCst) };
         let r = f(index, record);
-        Reclaim::leave(record);
+        self.reclaim.leave(record);
         r
     }
 

@@ -150,8 +150,8 @@ impl Reclaim {
 
     /// Leave the map. Release: every read of the index made inside happens
     /// before a scanner that sees 0 frees it.
-    #[inline]
-    pub fn leave(record: &ThreadRecord) {
+    #[inline(always)]
+    pub fn leave(&self, record: &ThreadRecord) {
         record.announced.store(0, Ordering::Release);
     }
 
