@@ -88,17 +88,23 @@ fn get_never_returns_the_value_of_a_key_that_replaced_it() {
     });
 }
 
+/// A two-bin index holding K → 1 while another thread runs put(K, 2): runs
+/// `main` on this thread and returns its result with the put's.
+fn race_with_put<R>(main: impl Fn(&Index) -> R) -> (Option<u64>, R, Arc<Index>) {
+    let idx = index(2);
+    ins(&idx, K, 1);
+    let i2 = idx.clone();
+    let t = loom::thread::spawn(move || pt(&i2, K, 2));
+    let r = main(&idx);
+    (t.join().unwrap(), r, idx)
+}
+
 #[test]
 fn put_racing_remove_never_updates_a_removed_key() {
     // Hazard 1: either put then remove (put=Some(1), remove=Some(2)) or
     // remove then put (remove=Some(1), put=None). Never both "1".
     model(|| {
-        let idx = index(2);
-        ins(&idx, K, 1);
-        let i2 = idx.clone();
-        let t = loom::thread::spawn(move || pt(&i2, K, 2));
-        let r = rm(&idx, K);
-        let p = t.join().unwrap();
+        let (p, r, idx) = race_with_put(|idx| rm(idx, K));
         assert!(matches!((p, r), (Some(1), Some(2)) | (None, Some(1))), "put={p:?} remove={r:?}");
         assert_eq!(gt(&idx, K), None);
     });
@@ -112,13 +118,11 @@ fn put_cannot_land_in_a_reinserted_slot_with_equal_contents() {
     //   R P I: put=None    rm=Some(1) final=1
     //   R I P: put=Some(1) rm=Some(1) final=2
     model(|| {
-        let idx = index(2);
-        ins(&idx, K, 1);
-        let i2 = idx.clone();
-        let t = loom::thread::spawn(move || pt(&i2, K, 2));
-        let r = rm(&idx, K);
-        assert_eq!(ins(&idx, K, 1), Inserted::New);
-        let p = t.join().unwrap();
+        let (p, r, idx) = race_with_put(|idx| {
+            let r = rm(idx, K);
+            assert_eq!(ins(idx, K, 1), Inserted::New);
+            r
+        });
         let f = gt(&idx, K);
         assert!(
             matches!(
