@@ -20,6 +20,10 @@ pub enum Error {
     /// one hash. Only possible with a degenerate `BuildHasher`, such as the
     /// modulo hasher fed keys that are equal modulo 2^31.
     BinOverflow,
+    /// This CPU cannot swap 16 bytes atomically without a lock (on x86-64:
+    /// it lacks `cmpxchg16b`, which every x86-64 CPU since about 2008 has).
+    /// dlht's slots need it; the map is not created.
+    Unsupported,
     /// A batch's output buffer is not as long as its requests.
     LengthMismatch {
         /// Requests (or keys) given.
@@ -38,6 +42,9 @@ impl fmt::Display for Error {
                 f,
                 "a batch of {requests} requests needs as many response slots, not {responses}"
             ),
+            Error::Unsupported => {
+                write!(f, "this CPU has no lock-free 16-byte compare-and-swap (x86-64: cmpxchg16b), which dlht needs")
+            }
             Error::BinOverflow => write!(
                 f,
                 "more than 15 keys share one bin even at the largest index size; the hash function does not separate them"

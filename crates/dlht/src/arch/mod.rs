@@ -2,7 +2,7 @@
 
 mod dwcas;
 
-pub(crate) use dwcas::{dwcas, load as load_slot_word};
+pub(crate) use dwcas::{dwcas, fill as fill_slot, load_key, load_value, native as native_dwcas};
 
 /// Hint the CPU to bring the cache line at `p` into all cache levels.
 ///

@@ -8,7 +8,7 @@
 
 use super::header::AtomicHeader;
 use super::link_meta::{AtomicLinkMeta, LINK_SLOTS, PRIMARY_SLOTS};
-use crate::sync::{AtomicU64, Ordering};
+use crate::sync::AtomicU64;
 
 /// A key/value slot. 16-byte aligned so the pair can be swapped by one
 /// `cmpxchg16b` (see `arch::dwcas`).
@@ -30,24 +30,24 @@ impl Slot {
     /// wrote it, so the value word written before is visible too.
     #[inline(always)]
     pub fn load_key(&self) -> u64 {
-        crate::arch::load_slot_word(self, &self.key)
+        crate::arch::load_key(self)
     }
 
     /// Read the value word (after the key word; see `load_key`).
     #[inline(always)]
     pub fn load_value(&self) -> u64 {
-        crate::arch::load_slot_word(self, &self.value)
+        crate::arch::load_value(self)
     }
 
     /// Fill the slot while the caller owns it exclusively (TryInsert, or a
-    /// new-index bin during transfer). Release on both stores: a seqlock
-    /// reader whose relaxed load sees either word then synchronizes through
-    /// its `fence(Acquire)` with the header CAS that gave us ownership, and
-    /// its version check fails.
+    /// new-index bin during transfer). Value, then key, both Release: a
+    /// reader whose Acquire slot load (`load_key`/`load_value`) sees either
+    /// word synchronizes with that store, so it also sees the header CAS that
+    /// gave us ownership (sequenced before), and its validating header
+    /// re-load fails. The pairing is the Acquire load's, not a fence's.
     #[inline]
     pub fn fill_owned(&self, key: u64, value: u64) {
-        self.value.store(value, Ordering::Release);
-        self.key.store(key, Ordering::Release);
+        crate::arch::fill_slot(self, key, value)
     }
 }
 

@@ -70,8 +70,9 @@ impl Index {
         if !bins.is_power_of_two() || !(MIN_BINS..=MAX_BINS).contains(&bins) {
             return Err(Error::CapacityOverflow);
         }
-        #[cfg(all(target_arch = "x86_64", not(loom)))]
-        assert!(std::arch::is_x86_feature_detected!("cmpxchg16b"), "dlht needs a CPU with cmpxchg16b");
+        if !crate::arch::native_dwcas() {
+            return Err(Error::Unsupported);
+        }
         let link_soft = (bins / BINS_PER_LINK).max(1);
         // Worst case: every bin chains three buckets, plus buckets leaked by
         // chaining races and overshoot of failed claims.
