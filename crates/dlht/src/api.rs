@@ -18,8 +18,9 @@ const KEYS_PER_BIN_AT_CAPACITY: f64 = 1.5;
 /// Bins of a map from `new()`.
 pub(crate) const DEFAULT_BINS: usize = 16;
 
-/// Marker for a map's key and value types: covariant, and no auto-trait
-/// inference from K and V (Send and Sync are decided by hand).
+/// Marker for a map's key and value types: invariant in both (they appear
+/// as argument and as result), and no auto-trait inference from K and V
+/// (Send and Sync are decided by hand).
 pub(crate) type KeyValue<K, V> = fn(K, V) -> (K, V);
 
 /// Runs per-bin protocols for one map, from the index it currently uses.

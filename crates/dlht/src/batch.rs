@@ -93,7 +93,8 @@ pub enum StopOn {
 
 /// Run `n` requests through the prefetch window. `index()` is the index to
 /// prefetch from, asked afresh at every step because a single-thread map
-/// replaces (and frees) its index when it grows; `hash_of(i)` hashes request
+/// replaces (and frees) its index when it grows, and never held across a
+/// call of `hash_of` or `exec`; `hash_of(i)` hashes request
 /// i's key; `exec(i, hash)` runs it and says whether to go on. Returns the
 /// number of requests executed.
 #[inline(always)]
@@ -105,25 +106,24 @@ pub(crate) fn pipeline<'i>(
 ) -> Result<usize, Error> {
     let mut ring = [0u64; WINDOW];
     let bin_ptr = |idx: &Index, h: u64| idx.bin_ptr(idx.bin_of(h));
-    let idx = index();
+    // `index()` is asked again after every hash: a hasher that calls back
+    // into a single-thread map may grow it and free the index (see `local`).
     for (i, slot) in ring.iter_mut().enumerate().take(n) {
         *slot = hash_of(i);
-        prefetch(bin_ptr(idx, *slot));
+        prefetch(bin_ptr(index(), *slot));
     }
     for i in 0..n {
         let h = ring[i % WINDOW];
-        {
-            // Scoped: `exec` may free this index (single-thread growth).
-            let idx = index();
-            if i + WINDOW < n {
-                let ahead = hash_of(i + WINDOW);
-                ring[i % WINDOW] = ahead;
-                prefetch(bin_ptr(idx, ahead));
-            }
-            if i + WINDOW / 2 < n {
-                prefetch_links(idx, bin_ptr(idx, ring[(i + WINDOW / 2) % WINDOW]));
-            }
+        if i + WINDOW < n {
+            let ahead = hash_of(i + WINDOW);
+            ring[i % WINDOW] = ahead;
+            prefetch(bin_ptr(index(), ahead));
         }
+        if i + WINDOW / 2 < n {
+            let idx = index();
+            prefetch_links(idx, bin_ptr(idx, ring[(i + WINDOW / 2) % WINDOW]));
+        }
+        // `exec` may free the index (single-thread growth): none is held.
         if !exec(i, h)? {
             return Ok(i + 1);
         }

@@ -8,6 +8,15 @@
 //! triggers it (no chunk claiming, no helpers), freeing the old index at
 //! once. `LocalMap` is `Send` but not `Sync`: it can move to another thread
 //! but never be shared, which is what makes the plain stores sound.
+//!
+//! Re-entry: a hasher may call back into the map (through a thread-local,
+//! say). An operation holds its bin across one hasher call (the separability
+//! check before growing), so a nested insert that grows defers freeing the
+//! index it replaced until the outermost operation ends (`depth`). A nested
+//! call *during* a resize — from the hasher rehashing keys into the new
+//! index — cannot be served, since the bins are half-moved; it panics with a
+//! message, and since that panic unwinds through a transfer the process
+//! aborts (see `resize::transfer`). Hashers must not call into the map.
 
 use crate::api::{self, KeyValue, Runner, DEFAULT_BINS};
 use crate::batch::{self, Request, Response, StopOn};
@@ -19,7 +28,7 @@ use crate::ops::Step;
 use crate::raw::index::{BinRef, Index};
 use crate::raw::markers::Markers;
 use crate::raw::threading::Local;
-use crate::resize::{grown_bins, transfer::transfer_bin};
+use crate::resize::{next_index, transfer::transfer_bin};
 use crate::stats::Stats;
 use core::cell::{Cell, RefCell};
 use core::hash::BuildHasher;
@@ -49,6 +58,13 @@ pub struct LocalMap<K, V, S = DefaultHashBuilder> {
     len: Cell<usize>,
     resizes: Cell<usize>,
     occupancy_at_resize: RefCell<Vec<f64>>,
+    /// Operations under way on this thread: more than one only when the
+    /// hasher called back into the map.
+    depth: Cell<usize>,
+    /// True while `grow` transfers bins.
+    growing: Cell<bool>,
+    /// Indexes replaced by a nested grow, freed when `depth` returns to 0.
+    deferred: RefCell<Vec<*mut Index>>,
     _kv: PhantomData<KeyValue<K, V>>,
 }
 
@@ -105,6 +121,9 @@ impl<K: Inline, V: Inline, S: BuildHasher> LocalMap<K, V, S> {
             len: Cell::new(0),
             resizes: Cell::new(0),
             occupancy_at_resize: RefCell::new(Vec::new()),
+            depth: Cell::new(0),
+            growing: Cell::new(false),
+            deferred: RefCell::new(Vec::new()),
             _kv: PhantomData,
         })
     }
@@ -114,30 +133,42 @@ impl<K: Inline, V: Inline, S: BuildHasher> LocalMap<K, V, S> {
         self.hasher.hash_one(w)
     }
 
+    /// The current index.
+    ///
+    /// Callers must not hold the reference across a call that may grow the
+    /// map and free it: an operation's own `grow`, or a call of the hasher
+    /// (which may call back in). The two places that do hold it across a
+    /// hasher call are covered: `Runner::run` counts itself in `depth`, so a
+    /// nested grow defers the free, and `grow` refuses nested calls.
     #[inline(always)]
     fn index(&self) -> &Index {
         // SAFETY: the pointer is always a live index owned by this map; it
-        // is replaced (and the old one freed) only by `grow`, which no
-        // caller of this function outlives with a reference (every use is
-        // scoped to one protocol step, and this type is not Sync).
+        // is replaced and freed only by `grow`, under the rules above.
         unsafe { &*self.index.get() }
     }
 
     /// Replace the index by one `grown_bins` times larger, transferring every
-    /// bin with the same protocol as the concurrent map, then free the old.
+    /// bin with the same protocol as the concurrent map, then free the old
+    /// one (later, if this grow runs nested in another operation).
     fn grow(&self) -> Result<(), Error> {
         let old = self.index();
-        let next = Index::new(grown_bins(old.bins()), old.markers, old.generation + 1)?;
+        let next = next_index(old)?;
+        self.growing.set(true);
         let mut copied = 0;
         for b in 0..old.bins() {
             copied += transfer_bin::<Local>(old, b, &next, &|w| self.hash_word(w));
         }
+        self.growing.set(false);
         self.occupancy_at_resize.borrow_mut().push(copied as f64 / old.slot_capacity() as f64);
         self.resizes.set(self.resizes.get() + 1);
         let old_ptr = self.index.replace(Box::into_raw(Box::new(next)));
-        // SAFETY: `old_ptr` came from Box::into_raw, and nothing refers to
-        // it any more (see `index`).
-        drop(unsafe { Box::from_raw(old_ptr) });
+        if self.depth.get() > 1 {
+            self.deferred.borrow_mut().push(old_ptr); // an outer operation holds it
+        } else {
+            // SAFETY: `old_ptr` came from Box::into_raw, and the only
+            // operation under way (ours) no longer uses it.
+            drop(unsafe { Box::from_raw(old_ptr) });
+        }
         Ok(())
     }
 
@@ -216,8 +247,9 @@ impl<K: Inline, V: Inline, S: BuildHasher> LocalMap<K, V, S> {
     /// Prefetch the bin of `key`.
     #[inline]
     pub fn prefetch(&self, key: &K) {
+        let hash = self.hash_word(key.into_word()); // before `index`: it may re-enter
         let idx = self.index();
-        crate::arch::prefetch(idx.bin_ptr(idx.bin_of(self.hash_word(key.into_word()))));
+        crate::arch::prefetch(idx.bin_ptr(idx.bin_of(hash)));
     }
 
     /// Number of keys.
@@ -251,6 +283,7 @@ impl<K: Inline, V: Inline, S: BuildHasher> Runner for LocalMap<K, V, S> {
         mut op: impl FnMut(&BinRef<'_, Local>) -> Step<X>,
         len_delta: impl Fn(&X) -> i64,
     ) -> Result<X, Error> {
+        let _op = Operation::enter(self);
         loop {
             let idx = self.index();
             let bin = idx.bin_as::<Local>(idx.bin_of(hash));
@@ -269,9 +302,47 @@ impl<K: Inline, V: Inline, S: BuildHasher> Runner for LocalMap<K, V, S> {
     }
 }
 
+/// One operation under way on a [`LocalMap`] (see the module docs on
+/// re-entry). Leaves on unwind too.
+struct Operation<'a, K, V, S>(&'a LocalMap<K, V, S>);
+
+impl<'a, K, V, S> Operation<'a, K, V, S> {
+    #[inline(always)]
+    fn enter(map: &'a LocalMap<K, V, S>) -> Self {
+        if map.growing.get() {
+            panic!("dlht: a LocalMap was called from its own hasher during a resize; hashers must not call into the map");
+        }
+        map.depth.set(map.depth.get() + 1);
+        Operation(map)
+    }
+}
+
+impl<K, V, S> Drop for Operation<'_, K, V, S> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        let depth = self.0.depth.get() - 1;
+        self.0.depth.set(depth);
+        if depth == 0 && !self.0.deferred.borrow().is_empty() {
+            self.0.free_deferred();
+        }
+    }
+}
+
+impl<K, V, S> LocalMap<K, V, S> {
+    #[cold]
+    fn free_deferred(&self) {
+        for old in self.deferred.borrow_mut().drain(..) {
+            // SAFETY: replaced by a nested grow, and the operations that
+            // could hold it have all ended; freed once, here.
+            drop(unsafe { Box::from_raw(old) });
+        }
+    }
+}
+
 impl<K, V, S> Drop for LocalMap<K, V, S> {
     fn drop(&mut self) {
-        // SAFETY: the index is owned by this map and freed once, here.
+        self.free_deferred(); // only non-empty if an operation panicked
+                              // SAFETY: the index is owned by this map and freed once, here.
         drop(unsafe { Box::from_raw(self.index.get()) });
     }
 }
@@ -279,5 +350,62 @@ impl<K, V, S> Drop for LocalMap<K, V, S> {
 impl<K, V, S> core::fmt::Debug for LocalMap<K, V, S> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("LocalMap").field("len", &self.len.get()).finish_non_exhaustive()
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use crate::raw::index::MAX_BINS;
+    use crate::{Error, LocalMap, Map, Modulo};
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    /// Insert distinct keys until an insert fails (within a time limit: a
+    /// map that cannot tell it is at its size cap grows forever).
+    fn fill_until_error(insert: impl FnOnce() -> Result<u64, Error> + Send + 'static) -> Result<u64, Error> {
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || tx.send(insert()));
+        rx.recv_timeout(Duration::from_secs(60))
+            .expect("the map kept growing at its size cap instead of failing")
+    }
+
+    #[test]
+    fn local_map_reports_capacity_overflow_at_the_size_cap() {
+        // Unit tests cap indexes at 2^14 bins (see MAX_BINS). Modulo hashing
+        // spreads consecutive keys evenly, so the cap is reached by filling.
+        let err = fill_until_error(|| {
+            let m = LocalMap::<u64, u64, Modulo>::with_hasher(Modulo);
+            for k in 0.. {
+                match m.try_insert(k, !k) {
+                    Ok(Ok(())) => {}
+                    Ok(Err(_)) => panic!("key {k} reported present"),
+                    Err(e) => {
+                        // Nothing was lost on the way.
+                        assert_eq!(m.len() as u64, k);
+                        assert!((0..k).all(|j| m.get(&j) == Some(!j)));
+                        assert_eq!(m.stats().bins, MAX_BINS);
+                        return Err(e);
+                    }
+                }
+            }
+            unreachable!()
+        });
+        assert_eq!(err, Err(Error::CapacityOverflow));
+    }
+
+    #[test]
+    fn map_reports_capacity_overflow_at_the_size_cap() {
+        let err = fill_until_error(|| {
+            let m = Map::<u64, u64, Modulo>::with_hasher(Modulo);
+            for k in 0.. {
+                if let Err(e) = m.try_insert(k, !k) {
+                    assert_eq!(m.len() as u64, k);
+                    assert!((0..k).all(|j| m.get(&j) == Some(!j)));
+                    return Err(e);
+                }
+            }
+            unreachable!()
+        });
+        assert_eq!(err, Err(Error::CapacityOverflow));
     }
 }

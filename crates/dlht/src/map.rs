@@ -11,7 +11,7 @@ use crate::ops::Step;
 use crate::raw::index::{BinRef, Index};
 use crate::raw::markers::Markers;
 use crate::raw::threading::Shared;
-use crate::reclaim::ThreadRecord;
+use crate::reclaim::Guard;
 use crate::resize;
 use crate::stats::Stats;
 use crate::sync::backoff;
@@ -43,7 +43,7 @@ use core::marker::PhantomData;
 /// assert_eq!(m.get(&3042), Some(42));
 /// ```
 pub struct Map<K, V, S = DefaultHashBuilder> {
-    core: Core,
+    pub(crate) core: Core,
     hasher: S,
     _kv: PhantomData<KeyValue<K, V>>,
 }
@@ -132,7 +132,8 @@ impl<K: Inline, V: Inline, S: BuildHasher> Map<K, V, S> {
     /// Enter the map once (announcing this thread, see `reclaim`) for `f`.
     #[inline(always)]
     fn session<R>(&self, f: impl FnOnce(&Session<'_, K, V, S>) -> R) -> R {
-        self.core.enter(|index, record| f(&Session { map: self, index, record }))
+        let guard = self.core.pin();
+        f(&Session { map: self, index: self.core.current(&guard), guard: &guard })
     }
 
     /// The value of `key`, if present.
@@ -318,7 +319,6 @@ impl<K: Inline, V: Inline, S: BuildHasher> Map<K, V, S> {
 
     /// A snapshot of the index's shape and occupancy (scans the index).
     pub fn stats(&self) -> Stats {
-        self.core.reclaim.collect();
         self.core.enter(|idx, _| {
             Stats::of(idx, self.core.resizes(), self.core.occupancy_at_resize(), self.core.reclaim.pending())
         })
@@ -329,7 +329,7 @@ impl<K: Inline, V: Inline, S: BuildHasher> Map<K, V, S> {
 struct Session<'m, K, V, S> {
     map: &'m Map<K, V, S>,
     index: &'m Index,
-    record: &'m ThreadRecord,
+    guard: &'m Guard<'m>,
 }
 
 impl<K: Inline, V: Inline, S: BuildHasher> Runner for Session<'_, K, V, S> {
@@ -352,7 +352,7 @@ impl<K: Inline, V: Inline, S: BuildHasher> Runner for Session<'_, K, V, S> {
                 Step::Done(r) => {
                     let d = len_delta(&r);
                     if d != 0 {
-                        self.record.add_len(d); // gets and puts skip this store
+                        self.guard.record().add_len(d); // gets and puts skip this store
                     }
                     return Ok(r);
                 }
@@ -362,7 +362,7 @@ impl<K: Inline, V: Inline, S: BuildHasher> Runner for Session<'_, K, V, S> {
                 Step::Full => {
                     let map = self.map;
                     api::check_separable(&bin, hash, |w| map.hash_word(w))?;
-                    resize::grow(&map.core, idx, &|w| map.hash_word(w))?;
+                    resize::grow(&map.core, self.guard, idx, &|w| map.hash_word(w))?;
                     // Other helpers may still hold our bin's chunk.
                     backoff(&mut spins);
                 }

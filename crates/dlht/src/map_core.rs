@@ -4,7 +4,7 @@
 use crate::error::Error;
 use crate::raw::index::Index;
 use crate::raw::markers::Markers;
-use crate::reclaim::{Reclaim, ThreadRecord};
+use crate::reclaim::{Guard, Reclaim, ThreadRecord};
 use crate::sync::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
@@ -34,30 +34,34 @@ impl Core {
         })
     }
 
-    /// The current index. Only meaningful inside [`enter`](Self::enter), or
-    /// while no resize can free it.
-    #[inline]
-    pub fn current(&self) -> &Index {
-        // SAFETY: current is never null and stays allocated while the caller
-        // is announced (see `reclaim`), or while the caller holds &mut Map.
-        // Acquire: pairs with the SeqCst store in `publish`, so the index's
-        // contents are visible.
-        unsafe { &*self.current.load(Ordering::Acquire) }
+    /// Enter the map: announce this thread (if it is not inside already)
+    /// until the guard drops, on unwind too. See `reclaim`.
+    #[inline(always)]
+    pub fn pin(&self) -> Guard<'_> {
+        self.reclaim.pin(&self.generation)
     }
 
-    /// Enter the map: announce, load the current index, run `f`, leave.
-    #[inline]
+    /// The current index, which stays allocated while `guard` lives.
+    #[inline(always)]
+    pub fn current<'g>(&'g self, guard: &'g Guard<'_>) -> &'g Index {
+        debug_assert!(guard.is_of(&self.reclaim), "dlht invariant: a guard of another map");
+        // SeqCst: the load half of hazard 4's Dekker pair (see `reclaim`);
+        // also Acquire, pairing with the store in `publish`, so the index's
+        // contents are visible.
+        // SAFETY: current is never null. The guard announced a generation
+        // no greater than that of any index loaded from here while it lives
+        // (generations only grow, and `pin` loads the generation with
+        // Acquire before this load), and an index is freed only once no
+        // announcement is at or below its generation.
+        unsafe { &*self.current.load(Ordering::SeqCst) }
+    }
+
+    /// Run `f` inside the map (see [`pin`](Self::pin)) with the current
+    /// index and this thread's record.
+    #[inline(always)]
     pub fn enter<R>(&self, f: impl FnOnce(&Index, &ThreadRecord) -> R) -> R {
-        let record = self.reclaim.record();
-        // Relaxed load: any value ≤ the generation of the index loaded below
-        // is a safe announcement, and generations only grow.
-        self.reclaim.announce(record, self.generation.load(Ordering::Relaxed));
-        // SeqCst: the load half of hazard 4's Dekker pair (see `reclaim`).
-        // SAFETY: announced above; the index stays allocated until we leave.
-        let index = unsafe { &*self.current.load(Ordering::SeqCst) };
-        let r = f(index, record);
-        self.reclaim.leave(record);
-        r
+        let guard = self.pin();
+        f(self.current(&guard), guard.record())
     }
 
     /// R4: make `next` current after `old` was fully transferred.
@@ -72,6 +76,8 @@ impl Core {
         self.resizes.fetch_add(1, Ordering::Relaxed);
         // SAFETY: `old` was created by Box::into_raw (Core::new or grow),
         // is no longer current, and only the last chunk finisher retires it.
+        // It is freed when the last thread inside it leaves, the publisher
+        // (inside the map now) included.
         unsafe { self.reclaim.retire(old_ptr) };
     }
 

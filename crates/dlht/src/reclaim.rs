@@ -29,21 +29,34 @@
 //! - **Symmetric (fallback).** The announcement is a SeqCst store (an `xchg`
 //!   on x86-64) and the scan uses SeqCst loads after a SeqCst fence.
 //!
+//! Entering is a [`Guard`]: the record keeps a nesting depth, so only the
+//! outermost guard of a thread announces and only its drop leaves — a
+//! hasher that calls back into the map cannot clear the announcement the
+//! outer operation relies on — and a guard leaves on unwind too.
+//!
+//! Retiring an index only queues it: its publisher is always inside the map
+//! (announced at or below its generation), so scanning then is futile. The
+//! queue raises `has_retired`; every outermost leave checks that flag (one
+//! load of a read-mostly word) and, if set, frees what has become
+//! quiescent. In the asymmetric protocol one membarrier after an index is
+//! retired is enough for all later scans of it (see `free_quiescent`),
+//! so a resize costs at most one process-wide barrier.
+//!
 //! The record also carries the thread's share of the map's length, written
 //! only by its owner (no read-modify-write needed).
 
 use crate::raw::index::Index;
-use crate::sync::{fence, AtomicU64, AtomicUsize, Ordering};
+use crate::sync::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use core::sync::atomic::compiler_fence;
-use crossbeam_utils::CachePadded;
 use std::sync::Mutex;
-use thread_local::ThreadLocal;
 
 /// One thread's record.
 #[derive(Default)]
 pub struct ThreadRecord {
     /// Generation announced on entry; 0 outside the map.
     announced: AtomicU64,
+    /// Guards this thread holds on the map (only the owner touches it).
+    depth: AtomicUsize,
     /// Inserts minus removes by this thread (wrapping, as i64 bits).
     len_delta: AtomicU64,
 }
@@ -81,10 +94,15 @@ mod membarrier {
             && call(CMD_REGISTER_PRIVATE_EXPEDITED) == 0
     }
 
-    /// A full barrier on every running thread of this process.
-    pub fn barrier() {
-        let r = call(CMD_PRIVATE_EXPEDITED);
-        assert_eq!(r, 0, "dlht: membarrier failed after registering");
+    /// A full barrier on every running thread of this process; false if
+    /// the kernel refused (ENOMEM, or a seccomp filter installed since we
+    /// registered). The caller then frees nothing and tries again later.
+    pub fn barrier() -> bool {
+        #[cfg(test)]
+        if super::tests::FAIL_MEMBARRIER.with(|f| f.get()) {
+            return false;
+        }
+        call(CMD_PRIVATE_EXPEDITED) == 0
     }
 }
 
@@ -103,130 +121,220 @@ fn asymmetric() -> bool {
 
 /// The per-map reclamation state.
 pub struct Reclaim {
-    threads: ThreadLocal<CachePadded<ThreadRecord>>,
-    /// Replaced indexes not yet freed, oldest first.
+    threads: records::Records,
+    /// Replaced indexes not yet freed (in no particular order: a newer one
+    /// may be freed before an older one).
     retired: Mutex<Vec<RetiredIndex>>,
+    /// True while `retired` is not empty: checked at every outermost leave.
+    has_retired: AtomicBool,
     /// Indexes freed so far.
     pub freed: AtomicUsize,
     /// Which Dekker protocol this map uses (see the module docs).
     asymmetric: bool,
 }
 
-struct RetiredIndex(*mut Index);
+struct RetiredIndex {
+    index: *mut Index,
+    /// A scan barrier has run since the index was retired (see `collect`).
+    barriered: bool,
+}
 // SAFETY: the pointer is an owned Box<Index> handed over to the retired list;
 // Index is Send + Sync.
 unsafe impl Send for RetiredIndex {}
+
+/// A thread's stay inside a map (see the module docs). Not `Send`: it
+/// stands for this thread's announcement.
+pub struct Guard<'a> {
+    reclaim: &'a Reclaim,
+    record: &'a ThreadRecord,
+    _not_send: core::marker::PhantomData<*const ()>,
+}
+
+impl<'a> Guard<'a> {
+    /// The record of the thread holding the guard.
+    #[inline(always)]
+    pub fn record(&self) -> &'a ThreadRecord {
+        self.record
+    }
+
+    /// True if this guard belongs to `reclaim`.
+    #[inline(always)]
+    pub fn is_of(&self, reclaim: &Reclaim) -> bool {
+        core::ptr::eq(self.reclaim, reclaim)
+    }
+}
+
+impl Drop for Guard<'_> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        // Relaxed: `depth` is only ever touched by this thread.
+        let depth = self.record.depth.load(Ordering::Relaxed) - 1;
+        self.record.depth.store(depth, Ordering::Relaxed);
+        if depth == 0 {
+            self.reclaim.leave(self.record);
+        }
+    }
+}
 
 impl Reclaim {
     /// Empty state.
     pub fn new() -> Self {
         Reclaim {
-            threads: ThreadLocal::new(),
+            threads: records::Records::default(),
             retired: Mutex::new(Vec::new()),
+            has_retired: AtomicBool::new(false),
             freed: AtomicUsize::new(0),
             asymmetric: asymmetric(),
         }
     }
 
-    /// This thread's record.
-    #[inline]
-    pub fn record(&self) -> &ThreadRecord {
-        self.threads.get_or(Default::default)
+    /// Enter the map: the outermost guard of this thread announces the
+    /// generation in `generation`; nested ones only count. The caller loads
+    /// the current index next (SeqCst: the load half of the Dekker pair).
+    #[inline(always)]
+    pub fn pin<'a>(&'a self, generation: &AtomicU64) -> Guard<'a> {
+        let record = self.threads.get();
+        // Relaxed: `depth` is only ever touched by this thread.
+        let depth = record.depth.load(Ordering::Relaxed);
+        record.depth.store(depth + 1, Ordering::Relaxed);
+        if depth == 0 {
+            // Acquire: pairs with the SeqCst store in `Core::publish`. A
+            // Relaxed load could be satisfied after our load of `current`
+            // on a weakly ordered CPU (aarch64): we would announce the new
+            // generation while holding the index it replaced, and the scan
+            // would free that index under us. Acquire orders the load of
+            // `current` after it, so the index we load is at least as new
+            // as the generation we announce. (Free on x86-64.)
+            self.announce(record, generation.load(Ordering::Acquire));
+        }
+        Guard { reclaim: self, record, _not_send: core::marker::PhantomData }
     }
 
-    /// Announce generation `g` for this thread (see the module docs). The
-    /// caller loads `current` next.
+    /// Announce generation `g` for this thread (see the module docs).
     #[inline(always)]
-    pub fn announce(&self, record: &ThreadRecord, g: u64) {
+    fn announce(&self, record: &ThreadRecord, g: u64) {
         if self.asymmetric {
-            // Relaxed + compiler fence: the publisher's membarrier supplies
+            // Release + compiler fence: the publisher's membarrier supplies
             // the hardware StoreLoad barrier on this thread when it matters.
-            record.announced.store(g, Ordering::Relaxed);
+            // Release is not needed by that argument (nothing this thread
+            // wrote before is read through the announcement) but costs
+            // nothing on x86-64 and keeps the store ordered after the
+            // generation load in the language model too.
+            record.announced.store(g, Ordering::Release);
             compiler_fence(Ordering::SeqCst);
         } else {
             record.announced.store(g, Ordering::SeqCst);
+            // loom treats SeqCst accesses as AcqRel (it would report the
+            // store-buffering outcome the C++ model forbids here); its
+            // SeqCst fence restores the ordering the real build has.
+            #[cfg(loom)]
+            fence(Ordering::SeqCst);
         }
     }
 
-    /// Leave the map. Release: every read of the index made inside happens
-    /// before a scanner that sees 0 frees it.
+    /// Leave the map (the outermost guard's drop). Release: every read of
+    /// the index made inside happens before a scanner that sees 0 frees it.
+    /// Then frees what has become quiescent, if anything is retired.
     #[inline(always)]
-    pub fn leave(&self, record: &ThreadRecord) {
+    fn leave(&self, record: &ThreadRecord) {
         record.announced.store(0, Ordering::Release);
+        // Relaxed: a hint; the list itself is read under its mutex.
+        if self.has_retired.load(Ordering::Relaxed) {
+            self.try_collect();
+        }
     }
 
     /// Sum of all threads' length deltas.
     pub fn len(&self) -> i64 {
         // Relaxed: see `add_len`; a sum of counters publishes nothing.
-        self.threads.iter().map(|r| r.len_delta.load(Ordering::Relaxed) as i64).fold(0i64, i64::wrapping_add)
+        let mut sum = 0i64;
+        self.threads.for_each(|r| sum = sum.wrapping_add(r.len_delta.load(Ordering::Relaxed) as i64));
+        sum
     }
 
-    /// The publisher's half of the Dekker pair, before scanning.
-    fn scan_barrier(&self) {
+    /// The publisher's half of the Dekker pair, before scanning. False if
+    /// it could not be had (membarrier refused): then nothing may be freed.
+    fn scan_barrier(&self) -> bool {
         #[cfg(all(target_os = "linux", not(loom)))]
         if self.asymmetric {
-            membarrier::barrier();
-            return;
+            return membarrier::barrier();
         }
         fence(Ordering::SeqCst);
+        true
     }
 
     /// True if no thread is inside with an announced generation ≤ `g`.
     fn quiescent_up_to(&self, g: u64) -> bool {
-        self.threads.iter().all(|r| {
+        let mut quiet = true;
+        self.threads.for_each(|r| {
+            // SeqCst: the load half of the publisher's side of the Dekker
+            // pair (and Acquire: a 0 seen here orders the leaver's reads
+            // before the free).
             let a = r.announced.load(Ordering::SeqCst);
-            a == 0 || a > g
-        })
+            quiet &= a == 0 || a > g;
+        });
+        quiet
     }
 
     /// Hand over `old` (already replaced as current) to be freed once safe.
-    /// Checks a few times, briefly, since in-flight operations take well
-    /// under a microsecond; otherwise leaves it (and earlier ones) to the
-    /// next resize, `Map::stats` or drop. Never yields or blocks: the
-    /// publisher is an inserter that should get on with its insert.
+    /// Only queues it: the caller (the publisher) is inside the map with a
+    /// generation at or below `old`'s, so no scan could free it yet. The
+    /// next outermost leave of any thread, the publisher's own included,
+    /// frees it once no thread can reach it.
     ///
     /// # Safety
     /// `old` came from `Box::into_raw`, is no longer reachable from the map's
     /// current pointer, and is handed over once.
     pub unsafe fn retire(&self, old: *mut Index) {
         let mut retired = self.retired.lock().unwrap_or_else(|e| e.into_inner());
-        retired.push(RetiredIndex(old));
-        for _ in 0..4 {
+        retired.push(RetiredIndex { index: old, barriered: false });
+        // Relaxed: set and cleared under the mutex; readers treat it as a hint.
+        self.has_retired.store(true, Ordering::Relaxed);
+    }
+
+    /// Free every retired index no thread can still reach, unless another
+    /// thread is at it already.
+    #[cold]
+    fn try_collect(&self) {
+        if let Ok(mut retired) = self.retired.try_lock() {
             self.free_quiescent(&mut retired);
-            if retired.is_empty() {
-                return;
-            }
-            for _ in 0..64 {
-                core::hint::spin_loop();
-            }
         }
     }
 
-    /// Free every retired index no thread can still reach.
-    pub fn collect(&self) {
-        let mut retired = self.retired.lock().unwrap_or_else(|e| e.into_inner());
-        self.free_quiescent(&mut retired);
-    }
-
+    /// Free the retired indexes that have become quiescent.
+    ///
+    /// A scan barrier is needed only once per retired index, after it
+    /// stopped being current: from then on, every thread that can still
+    /// reach it has an announcement (≤ its generation) that every later scan
+    /// sees, and every thread entering later loads a newer index. So scans
+    /// of already-barriered indexes are plain loads, and a resize costs at
+    /// most one membarrier however often threads leave while a slow reader
+    /// holds the old index.
     fn free_quiescent(&self, retired: &mut Vec<RetiredIndex>) {
-        if retired.is_empty() {
-            return;
+        if retired.iter().any(|r| !r.barriered) {
+            if !self.scan_barrier() {
+                return; // keep everything; a later leave tries again
+            }
+            retired.iter_mut().for_each(|r| r.barriered = true);
         }
-        self.scan_barrier();
         retired.retain(|r| {
             // SAFETY: retired indexes stay allocated until freed right here.
-            let g = unsafe { (*r.0).generation };
+            let g = unsafe { (*r.index).generation };
             if self.quiescent_up_to(g) {
                 // SAFETY: no thread announced a generation ≤ g, and new
                 // entrants load the current index (generation > g), so none
                 // can reach this one; it was handed over once.
-                drop(unsafe { Box::from_raw(r.0) });
+                drop(unsafe { Box::from_raw(r.index) });
                 self.freed.fetch_add(1, Ordering::Relaxed); // a statistic
                 false
             } else {
                 true
             }
         });
+        if retired.is_empty() {
+            // Relaxed: see `retire`.
+            self.has_retired.store(false, Ordering::Relaxed);
+        }
     }
 
     /// Number of indexes waiting to be freed.
@@ -245,7 +353,112 @@ impl Drop for Reclaim {
     fn drop(&mut self) {
         for r in self.retired.get_mut().unwrap_or_else(|e| e.into_inner()).drain(..) {
             // SAFETY: the map is being dropped: no thread is inside it.
-            drop(unsafe { Box::from_raw(r.0) });
+            drop(unsafe { Box::from_raw(r.index) });
         }
+    }
+}
+
+/// The per-thread records of one map.
+mod records {
+    use super::ThreadRecord;
+    use crossbeam_utils::CachePadded;
+
+    /// One record per thread that ever entered the map, found through the
+    /// `thread_local` crate.
+    #[cfg(not(loom))]
+    #[derive(Default)]
+    pub struct Records(thread_local::ThreadLocal<CachePadded<ThreadRecord>>);
+
+    #[cfg(not(loom))]
+    impl Records {
+        /// This thread's record.
+        #[inline(always)]
+        pub fn get(&self) -> &ThreadRecord {
+            self.0.get_or(Default::default)
+        }
+
+        /// Visit every record.
+        pub fn for_each(&self, f: impl FnMut(&ThreadRecord)) {
+            self.0.iter().map(|r| &**r).for_each(f)
+        }
+    }
+
+    /// Under loom every modelled thread runs on one OS thread, so the
+    /// `thread_local` crate would hand all of them one record. Records are
+    /// found by loom thread id instead, through a std (not loom) mutex:
+    /// the lookup must add no synchronization the real build lacks.
+    #[cfg(loom)]
+    #[derive(Default)]
+    pub struct Records {
+        owners: std::sync::Mutex<Vec<loom::thread::ThreadId>>,
+        records: [CachePadded<ThreadRecord>; 4],
+    }
+
+    #[cfg(loom)]
+    impl Records {
+        pub fn get(&self) -> &ThreadRecord {
+            let me = loom::thread::current().id();
+            let mut owners = self.owners.lock().unwrap();
+            let i = owners.iter().position(|&t| t == me).unwrap_or_else(|| {
+                owners.push(me);
+                owners.len() - 1
+            });
+            &self.records[i]
+        }
+
+        pub fn for_each(&self, f: impl FnMut(&ThreadRecord)) {
+            let n = self.owners.lock().unwrap().len();
+            self.records[..n].iter().map(|r| &**r).for_each(f)
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+pub(crate) mod tests {
+    use crate::Map;
+    use std::cell::Cell;
+
+    std::thread_local! {
+        /// Makes this thread's membarrier calls fail, as they would under
+        /// ENOMEM or a seccomp filter installed after registration.
+        pub(crate) static FAIL_MEMBARRIER: Cell<bool> = const { Cell::new(false) };
+    }
+
+    #[test]
+    fn a_failing_membarrier_keeps_retired_indexes_and_carries_on() {
+        if !super::asymmetric() {
+            eprintln!("membarrier is not offered here: the symmetric protocol never calls it");
+            return;
+        }
+        let m = Map::<u64, u64>::new();
+        FAIL_MEMBARRIER.with(|f| f.set(true));
+        for k in 0..12_000u64 {
+            m.insert(k, k).unwrap(); // grows many times; must not panic
+        }
+        let s = m.stats();
+        assert!(s.resizes >= 3);
+        assert_eq!(s.indexes_awaiting_free, s.resizes, "freed without a barrier");
+        assert!((0..12_000u64).all(|k| m.get(&k) == Some(k)));
+        FAIL_MEMBARRIER.with(|f| f.set(false));
+        assert_eq!(m.get(&1), Some(1)); // the next leave frees them
+        assert_eq!(m.stats().indexes_awaiting_free, 0);
+    }
+
+    #[test]
+    fn the_publisher_frees_the_index_it_retires_on_leaving() {
+        // One thread: nobody else is inside, so every replaced index must be
+        // gone when the insert that replaced it returns (stats() frees
+        // nothing itself).
+        let m = Map::<u64, u64>::with_capacity(0);
+        for k in 0..20_000u64 {
+            m.insert(k, k).unwrap();
+            if k % 256 == 0 {
+                assert_eq!(m.stats().indexes_awaiting_free, 0, "after {k} inserts");
+            }
+        }
+        let s = m.stats();
+        assert!(s.resizes >= 5);
+        assert_eq!(s.indexes_awaiting_free, 0);
+        assert_eq!(m.core.reclaim.freed.load(crate::sync::Ordering::Relaxed), s.resizes);
     }
 }

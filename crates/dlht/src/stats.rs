@@ -25,7 +25,10 @@ pub struct Stats {
     pub resizes: usize,
     /// Load factor of each replaced index when its resize finished.
     pub occupancy_at_resize: Vec<f64>,
-    /// Replaced indexes not yet freed (a thread was still inside them).
+    /// Replaced indexes not yet freed: a thread was inside them at its last
+    /// leave. Reported as found (`stats` frees nothing itself); 0 whenever
+    /// no operation is in flight, since every operation's exit frees what it
+    /// no longer blocks.
     pub indexes_awaiting_free: usize,
 }
 

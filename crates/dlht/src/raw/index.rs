@@ -13,7 +13,8 @@ use core::marker::PhantomData;
 /// Fewest bins an index has: two, so both bin parities exist (see markers).
 pub const MIN_BINS: usize = 2;
 /// Most bins an index may have (a 32 GiB index), so link indexes fit 32 bits.
-pub const MAX_BINS: usize = 1 << 29;
+/// The crate's unit tests use 2^14, so that growing into the cap is testable.
+pub const MAX_BINS: usize = if cfg!(test) { 1 << 14 } else { 1 << 29 };
 /// One link bucket per this many bins is available to inserts (paper: 8).
 pub const BINS_PER_LINK: usize = 8;
 
@@ -159,9 +160,12 @@ impl Index {
     #[inline]
     pub fn next_index(&self) -> Option<&Index> {
         let p = self.next.load(Ordering::Acquire);
-        // SAFETY: a published next index stays alive at least as long as
-        // this one: the map frees indexes oldest first, and only once no
-        // thread has announced a generation at or below theirs.
+        // SAFETY: a thread that reached this index announced a generation
+        // no greater than this one's, which is less than the next index's;
+        // an index is freed only once no announcement is at or below its
+        // generation, so the next index outlives this reference. (Indexes
+        // are not freed in order: a newer one may go first once nobody is
+        // inside it, but never one a thread here could reach.)
         unsafe { p.as_ref() }
     }
 

@@ -20,6 +20,7 @@ use crate::error::Error;
 use crate::map_core::Core;
 use crate::raw::index::{Index, MAX_BINS};
 use crate::raw::threading::Shared;
+use crate::reclaim::Guard;
 use crate::sync::{backoff, Ordering};
 
 /// Bins per transfer chunk.
@@ -41,14 +42,25 @@ pub fn grown_bins(bins: usize) -> usize {
     (bins * factor).min(MAX_BINS)
 }
 
+/// The index that replaces `idx` (zeroed), or why there can be none: at
+/// `MAX_BINS` an index cannot grow, and growing to the same size would
+/// transfer forever.
+pub fn next_index(idx: &Index) -> Result<Index, Error> {
+    let bins = idx.bins();
+    if bins >= MAX_BINS {
+        return Err(Error::CapacityOverflow);
+    }
+    Index::new(grown_bins(bins), idx.markers, idx.generation + 1)
+}
+
 /// R1–R3: grow `idx` (or help the resize already under way), transferring
 /// chunks until none is left. On return the caller retries its operation
 /// in `idx`, which leads it (via DoneTransfer bins) to the next index.
-pub fn grow(core: &Core, idx: &Index, hash: &dyn Fn(u64) -> u64) -> Result<(), Error> {
+pub fn grow(core: &Core, guard: &Guard<'_>, idx: &Index, hash: &dyn Fn(u64) -> u64) -> Result<(), Error> {
     // R1: an index can only grow once it is current.
     let mut spins = 0;
     loop {
-        let cur = core.current();
+        let cur = core.current(guard);
         if cur.generation >= idx.generation {
             if cur.generation > idx.generation {
                 return Ok(()); // already replaced: the retry moves on
@@ -65,13 +77,7 @@ pub fn grow(core: &Core, idx: &Index, hash: &dyn Fn(u64) -> u64) -> Result<(), E
         // side pairs with the Release stores below that end each phase.
         match idx.resize.phase.compare_exchange(IDLE, ALLOCATING, Ordering::AcqRel, Ordering::Acquire) {
             Ok(_) => {
-                let bins = idx.bins();
-                let next = if bins >= MAX_BINS {
-                    Err(Error::CapacityOverflow)
-                } else {
-                    Index::new(grown_bins(bins), idx.markers, idx.generation + 1)
-                };
-                match next {
+                match next_index(idx) {
                     Ok(next) => {
                         // Release: the zeroed index is visible to whoever
                         // loads `next` with Acquire.

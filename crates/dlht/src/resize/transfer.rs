@@ -17,7 +17,36 @@ use crate::raw::threading::Threading;
 
 /// Transfer bin `b` of `old` into `new`. Returns the number of keys copied.
 /// The caller owns bin `b` for transfer (it claimed its chunk).
+///
+/// A panic in `hash` here (the user's hasher) would leave the bin
+/// InTransfer for good: every later operation on it would wait forever, and
+/// the resize could never be published. A half-transferred bin cannot be
+/// finished without the hasher, so the process aborts with a message
+/// instead (see [`AbortOnUnwind`]).
 pub fn transfer_bin<T: Threading>(old: &Index, b: usize, new: &Index, hash: &dyn Fn(u64) -> u64) -> usize {
+    let unwinding = AbortOnUnwind;
+    let copied = transfer_bin_inner::<T>(old, b, new, hash);
+    core::mem::forget(unwinding);
+    copied
+}
+
+/// Aborts the process if dropped, which only happens when a panic unwinds
+/// through a transfer (normal exits `forget` it).
+struct AbortOnUnwind;
+
+impl Drop for AbortOnUnwind {
+    #[cold]
+    fn drop(&mut self) {
+        eprintln!(
+            "dlht: the hasher panicked while a bin was being transferred to a larger index; \
+             the bin can be neither finished nor rolled back, so the process aborts"
+        );
+        std::process::abort();
+    }
+}
+
+#[inline(always)]
+fn transfer_bin_inner<T: Threading>(old: &Index, b: usize, new: &Index, hash: &dyn Fn(u64) -> u64) -> usize {
     let bin = old.bin_as::<T>(b);
     let mut h = bin.header();
     loop {
