@@ -23,11 +23,21 @@ pub struct Core {
 impl Core {
     /// A core with one index of `bins` bins.
     pub fn new(bins: usize, markers: Markers) -> Result<Core, Error> {
+        Self::with_reclaim(bins, markers, Reclaim::new())
+    }
+
+    /// A core whose reclamation uses the protocol given (loom models).
+    #[cfg(loom)]
+    pub fn with_protocol(bins: usize, markers: Markers, asymmetric: bool) -> Result<Core, Error> {
+        Self::with_reclaim(bins, markers, Reclaim::with_protocol(asymmetric))
+    }
+
+    fn with_reclaim(bins: usize, markers: Markers, reclaim: Reclaim) -> Result<Core, Error> {
         let index = Box::new(Index::new(bins, markers, 1)?);
         Ok(Core {
             current: AtomicPtr::new(Box::into_raw(index)),
             generation: AtomicU64::new(1),
-            reclaim: Reclaim::new(),
+            reclaim,
             resizes: AtomicUsize::new(0),
             transferred: AtomicUsize::new(0),
             occupancy_at_resize: Mutex::new(Vec::new()),

@@ -179,13 +179,24 @@ impl Drop for Guard<'_> {
 impl Reclaim {
     /// Empty state.
     pub fn new() -> Self {
+        Self::with_protocol(asymmetric())
+    }
+
+    /// Empty state, with the Dekker protocol given (see the module docs).
+    pub(crate) fn with_protocol(asymmetric: bool) -> Self {
         Reclaim {
             threads: records::Records::default(),
             retired: Mutex::new(Vec::new()),
             has_retired: AtomicBool::new(false),
             freed: AtomicUsize::new(0),
-            asymmetric: asymmetric(),
+            asymmetric,
         }
+    }
+
+    /// The generation this thread announced (0 outside the map).
+    #[cfg(loom)]
+    pub(crate) fn announced(&self) -> u64 {
+        self.threads.get().announced.load(Ordering::Relaxed)
     }
 
     /// Enter the map: the outermost guard of this thread announces the
@@ -205,7 +216,13 @@ impl Reclaim {
             // would free that index under us. Acquire orders the load of
             // `current` after it, so the index we load is at least as new
             // as the generation we announce. (Free on x86-64.)
-            self.announce(record, generation.load(Ordering::Acquire));
+            #[cfg(not(dlht_plant = "generation_relaxed"))]
+            let g = generation.load(Ordering::Acquire);
+            // Planted bug (scripts/planted-bugs.sh): the Relaxed load this
+            // code had before issue 7.
+            #[cfg(dlht_plant = "generation_relaxed")]
+            let g = generation.load(Ordering::Relaxed);
+            self.announce(record, g);
         }
         Guard { reclaim: self, record, _not_send: core::marker::PhantomData }
     }
@@ -303,34 +320,48 @@ impl Reclaim {
 
     /// Free the retired indexes that have become quiescent.
     ///
-    /// A scan barrier is needed only once per retired index, after it
-    /// stopped being current: from then on, every thread that can still
-    /// reach it has an announcement (≤ its generation) that every later scan
-    /// sees, and every thread entering later loads a newer index. So scans
-    /// of already-barriered indexes are plain loads, and a resize costs at
-    /// most one membarrier however often threads leave while a slow reader
-    /// holds the old index.
+    /// In the asymmetric protocol a membarrier is needed only once per
+    /// retired index, after it stopped being current: when it returns,
+    /// every announcement made before it is globally visible, so any later
+    /// scan (ordered after it through the `retired` mutex) sees every
+    /// thread that can still reach the index, and every thread entering
+    /// later loads a newer index. Scans of already-barriered indexes are
+    /// plain loads, and a resize costs at most one membarrier however often
+    /// threads leave while a slow reader holds the old index. The symmetric
+    /// protocol's barrier is a SeqCst fence that pairs with the announcer's
+    /// SeqCst store only for the thread that runs it, so every scan runs it
+    /// (it is cheap). The loom model in this file caught a version that
+    /// skipped it.
     fn free_quiescent(&self, retired: &mut Vec<RetiredIndex>) {
-        if retired.iter().any(|r| !r.barriered) {
+        #[cfg(not(dlht_plant = "scan_fence_once"))]
+        let fence_now = !self.asymmetric || retired.iter().any(|r| !r.barriered);
+        // Planted bug (scripts/planted-bugs.sh): fence once per index in the
+        // symmetric protocol too.
+        #[cfg(dlht_plant = "scan_fence_once")]
+        let fence_now = retired.iter().any(|r| !r.barriered);
+        if fence_now {
             if !self.scan_barrier() {
                 return; // keep everything; a later leave tries again
             }
             retired.iter_mut().for_each(|r| r.barriered = true);
         }
-        retired.retain(|r| {
+        let mut i = 0;
+        while i < retired.len() {
             // SAFETY: retired indexes stay allocated until freed right here.
-            let g = unsafe { (*r.index).generation };
-            if self.quiescent_up_to(g) {
-                // SAFETY: no thread announced a generation ≤ g, and new
-                // entrants load the current index (generation > g), so none
-                // can reach this one; it was handed over once.
-                drop(unsafe { Box::from_raw(r.index) });
-                self.freed.fetch_add(1, Ordering::Relaxed); // a statistic
-                false
-            } else {
-                true
+            let g = unsafe { (*retired[i].index).generation };
+            if !self.quiescent_up_to(g) {
+                i += 1;
+                continue;
             }
-        });
+            // Off the list before it is freed: even a panicking drop must
+            // not leave it there to be freed twice.
+            let index = retired.swap_remove(i).index;
+            // SAFETY: no thread announced a generation ≤ g, and new entrants
+            // load the current index (generation > g), so none can reach
+            // this one; it was handed over once and is off the list.
+            drop(unsafe { Box::from_raw(index) });
+            self.freed.fetch_add(1, Ordering::Relaxed); // a statistic
+        }
         if retired.is_empty() {
             // Relaxed: see `retire`.
             self.has_retired.store(false, Ordering::Relaxed);
@@ -460,5 +491,86 @@ pub(crate) mod tests {
         assert!(s.resizes >= 5);
         assert_eq!(s.indexes_awaiting_free, 0);
         assert_eq!(m.core.reclaim.freed.load(crate::sync::Ordering::Relaxed), s.resizes);
+    }
+}
+
+/// Loom models of hazard 4 with the real `Core` and `Reclaim`.
+#[cfg(all(test, loom))]
+mod loom_model {
+    use crate::map_core::Core;
+    use crate::raw::index::Index;
+    use crate::raw::markers::Markers;
+    use loom::sync::Arc;
+
+    /// Every interleaving (the model is small enough for no preemption bound).
+    fn model(f: impl Fn() + Sync + Send + 'static) {
+        loom::model::Builder::new().check(f);
+    }
+
+    /// Replace the current index of `core` by a new one, as a resize's last
+    /// chunk finisher does; returns the guard under which it did.
+    fn publish_next(core: &Core) -> crate::reclaim::Guard<'_> {
+        let guard = core.pin();
+        let old = core.current(&guard);
+        let next = Box::leak(Box::new(Index::new(2, old.markers, old.generation + 1).unwrap()));
+        core.publish(old, next);
+        guard
+    }
+
+    /// A reader enters while a publisher replaces the index and, on leaving,
+    /// frees the old one (symmetric protocol: loom cannot model membarrier).
+    /// The index's loom liveness cell reports a free not ordered after the
+    /// reader's access. This model caught a scan that skipped its SeqCst
+    /// fence because another thread had already fenced for that index.
+    #[test]
+    fn an_index_is_never_freed_under_a_reader() {
+        model(|| {
+            let core = Arc::new(Core::with_protocol(2, Markers::for_hash(|w| w), false).unwrap());
+            // Spawned first, so that nothing orders the publisher's stores
+            // before the reader's loads.
+            let reader = {
+                let core = core.clone();
+                loom::thread::spawn(move || {
+                    let guard = core.pin();
+                    core.current(&guard).touch();
+                })
+            };
+            drop(publish_next(&core)); // leaving frees the old index once no reader holds it
+            reader.join().unwrap();
+        });
+    }
+
+    /// The invariant the scan relies on: a thread never announces a
+    /// generation newer than the index it then loads. With the generation
+    /// loaded Relaxed (`--cfg dlht_plant="generation_relaxed"`, the code
+    /// before issue 7) the asymmetric protocol's announcement, a plain
+    /// store, orders nothing: the reader can see generation 2 and still
+    /// load index 1, and a scan would free index 1 under it. (In the
+    /// symmetric protocol the announcing SeqCst store hides the bug.)
+    #[test]
+    fn a_thread_never_announces_past_the_index_it_holds() {
+        model(|| {
+            let core = Arc::new(Core::with_protocol(2, Markers::for_hash(|w| w), true).unwrap());
+            let reader = {
+                let core = core.clone();
+                loom::thread::spawn(move || {
+                    let guard = core.pin();
+                    let index = core.current(&guard);
+                    assert!(
+                        index.generation >= core.reclaim.announced(),
+                        "announced generation {} while holding index {}",
+                        core.reclaim.announced(),
+                        index.generation
+                    );
+                    index.touch();
+                })
+            };
+            // Keep the publisher inside until the reader is done: this
+            // model checks the announcement, not the free (which depends on
+            // membarrier, outside loom's reach).
+            let guard = publish_next(&core);
+            reader.join().unwrap();
+            drop(guard);
+        });
     }
 }

@@ -63,6 +63,29 @@ pub struct Index {
     pub next: AtomicPtr<Index>,
     /// Resize coordination.
     pub resize: ResizeState,
+    /// Under loom: a cell every model reader touches and the index's drop
+    /// writes, so a free that is not ordered after a read is reported.
+    #[cfg(loom)]
+    liveness: loom::cell::UnsafeCell<u8>,
+}
+
+#[cfg(loom)]
+impl Index {
+    /// Read the liveness cell: a loom model's stand-in for reading the index.
+    pub fn touch(&self) {
+        self.liveness.with(|p| {
+            // SAFETY: loom checks that no write (the drop) races this read.
+            let _ = unsafe { *p };
+        });
+    }
+}
+
+#[cfg(loom)]
+impl Drop for Index {
+    fn drop(&mut self) {
+        // SAFETY: loom checks that no read races this write.
+        self.liveness.with_mut(|p| unsafe { *p = 1 });
+    }
 }
 
 impl Index {
@@ -97,6 +120,8 @@ impl Index {
                 next_chunk: AtomicUsize::new(0),
                 chunks_done: AtomicUsize::new(0),
             },
+            #[cfg(loom)]
+            liveness: loom::cell::UnsafeCell::new(0),
         })
     }
 
