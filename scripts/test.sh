@@ -1,26 +1,83 @@
 #!/usr/bin/env bash
-# The project's test command (README): unit, model, linearizability, stress,
-# reclamation and doc tests in release and debug, the loom models, and the
-# benchmark's smoke mode. Set DLHT_STRESS_SCALE=N for longer stress runs.
+# The project's test command (README). Runs the whole suite — unit, model,
+# linearizability, stress, reclamation, batch, hasher and doc tests — in each
+# build a user makes, then the loom models with their planted bugs, valgrind
+# memcheck over the concurrency tests, the downstream checks and the
+# benchmark's smoke runs.
+#
+#   DLHT_STRESS_SCALE=N   longer (N > 1) or shorter (N < 1) stress runs
+#   DLHT_PLANTED=0        skip the planted-bug builds (about 5 minutes)
+#   DLHT_VALGRIND=0       skip memcheck
+#   DLHT_QUICK=1          only the release suite and the loom models
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-echo "== cargo test (release: the concurrency tests need real speed)"
-cargo test --workspace --release
+step() { printf '\n== %s\n' "$*"; }
+t0=$SECONDS
+timed() { printf '   (%ds so far)\n' $((SECONDS - t0)); }
 
-echo "== cargo test (debug: overflow checks, poisoned freed indexes)"
-cargo test -p dlht --lib --test model --test reclaim --test batch
+# The downstream crate is built on its own below (it must not see the
+# `internals` feature that the benchmark turns on).
+step "release (the default profile: thin LTO): the whole workspace"
+cargo test --workspace --exclude dlht-downstream --release
+timed
 
-echo "== loom models of the bin protocol"
-RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p dlht --release --test loom
+step "loom models of the bin protocol and of reclamation"
+RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p dlht --release --lib --test loom
+timed
 
-if [ "${DLHT_PLANTED:-1}" = "1" ]; then
-  echo "== planted bugs: each reverted hazard fix must fail a loom model"
-  bash scripts/planted-bugs.sh
+if [ "${DLHT_QUICK:-0}" = "1" ]; then exit 0; fi
+
+step "debug (overflow checks, debug assertions, poisoned freed indexes): the whole suite"
+cargo test -p dlht
+timed
+
+step "release-lto (fat LTO, one codegen unit, panic = abort): the whole suite"
+cargo test -p dlht --profile release-lto
+timed
+
+step "release-lto: a downstream binary grows maps from empty on 1 and 2 threads"
+cargo run --profile release-lto -p dlht-downstream --bin lto-check
+timed
+
+step "release with -C target-cpu=native (cmpxchg16b inlined): the whole suite"
+RUSTFLAGS="-C target-cpu=native" CARGO_TARGET_DIR=target/native cargo test -p dlht --release
+RUSTFLAGS="-C target-cpu=native" CARGO_TARGET_DIR=target/native \
+  cargo run --release -p dlht-downstream --bin lto-check
+timed
+
+step "release with --cfg dlht_slot128 (every slot access 16 bytes, as on non-x86 targets): the whole suite"
+RUSTFLAGS="--cfg dlht_slot128" CARGO_TARGET_DIR=target/slot128 cargo test -p dlht --release
+timed
+
+step "downstream: the internals are out of reach without the feature"
+cargo test -p dlht-downstream --doc
+timed
+
+if [ "${DLHT_VALGRIND:-1}" = "1" ]; then
+  step "valgrind memcheck: stress, reclamation, batch and hasher tests (small scale)"
+  if ! command -v valgrind >/dev/null; then
+    if [ "${CI:-}" = "true" ]; then
+      echo "valgrind is missing: installing Debian's package"
+      (apt-get update -qq && apt-get install -y -qq valgrind) >/dev/null
+    else
+      echo "valgrind is missing: install it (apt-get install valgrind) or set DLHT_VALGRIND=0" >&2
+      exit 1
+    fi
+  fi
+  bash scripts/memcheck.sh
+  timed
 fi
 
-echo "== benchmark smoke runs (the comparison and each study)"
+if [ "${DLHT_PLANTED:-1}" = "1" ]; then
+  step "planted bugs: each reverted fix must fail a loom model"
+  bash scripts/planted-bugs.sh
+  timed
+fi
+
+step "benchmark smoke runs (the comparison and each study)"
 cargo run --release -p dlht-bench -- --smoke --out target/dlht-bench-smoke
 for study in baseline batching hashers; do
   cargo run --release -p dlht-bench -- "$study" --smoke
 done
+timed

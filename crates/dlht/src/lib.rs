@@ -74,10 +74,14 @@ mod resize;
 mod stats;
 mod sync;
 
-/// The raw index: layout types and per-bin protocols, exposed for the
-/// project's model-checking tests and benchmarks. Not a stable API.
+/// The raw index: layout types, exposed (feature `internals`) for the
+/// project's model-checking tests and benchmarks. Not a stable API, and not
+/// safe to use: it can corrupt the map from safe code.
+#[cfg(any(feature = "internals", loom))]
 #[doc(hidden)]
 pub mod raw;
+#[cfg(not(any(feature = "internals", loom)))]
+mod raw;
 
 pub use batch::{Request, Response, StopOn, WINDOW as BATCH_WINDOW};
 pub use error::Error;
@@ -87,7 +91,9 @@ pub use local::LocalMap;
 pub use map::Map;
 pub use stats::Stats;
 
-/// Per-bin protocols on a raw index, for loom models. Not a stable API.
+/// Per-bin protocols on a raw index, for loom models (feature `internals`).
+/// Not a stable API.
+#[cfg(any(feature = "internals", loom))]
 #[doc(hidden)]
 pub mod protocol {
     pub use crate::ops::insert::{insert, Inserted};

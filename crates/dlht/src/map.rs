@@ -293,7 +293,8 @@ impl<K: Inline, V: Inline, S: BuildHasher> Map<K, V, S> {
     }
 
     /// Enter and leave the map without doing anything: the per-operation
-    /// cost of index reclamation, for benchmarks.
+    /// cost of index reclamation, for benchmarks (feature `internals`).
+    #[cfg(feature = "internals")]
     #[doc(hidden)]
     #[inline(never)]
     pub fn enter_leave(&self) {

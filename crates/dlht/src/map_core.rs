@@ -27,7 +27,7 @@ impl Core {
     }
 
     /// A core whose reclamation uses the protocol given (loom models).
-    #[cfg(loom)]
+    #[cfg(all(test, loom))]
     pub fn with_protocol(bins: usize, markers: Markers, asymmetric: bool) -> Result<Core, Error> {
         Self::with_reclaim(bins, markers, Reclaim::with_protocol(asymmetric))
     }

@@ -194,7 +194,7 @@ impl Reclaim {
     }
 
     /// The generation this thread announced (0 outside the map).
-    #[cfg(loom)]
+    #[cfg(all(test, loom))]
     pub(crate) fn announced(&self) -> u64 {
         self.threads.get().announced.load(Ordering::Relaxed)
     }

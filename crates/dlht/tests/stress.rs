@@ -2,7 +2,7 @@
 //! get, from a tiny table that grows many times. At the end the map holds
 //! exactly what the writers' own records say: nothing lost, nothing
 //! duplicated, no stale value. `DLHT_STRESS_SCALE` (default 1) multiplies the
-//! work for long opt-in runs.
+//! work: larger for long opt-in runs, a fraction for runs under valgrind.
 #![cfg(not(loom))]
 
 mod common;
@@ -13,8 +13,11 @@ use std::collections::HashMap;
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-fn scale() -> u64 {
-    std::env::var("DLHT_STRESS_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1)
+/// `n` times `DLHT_STRESS_SCALE` (default 1; fractions such as 0.1 make the
+/// small runs used under valgrind), at least 1.
+fn scaled(n: u64) -> u64 {
+    let scale: f64 = std::env::var("DLHT_STRESS_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1.0);
+    ((n as f64 * scale) as u64).max(1)
 }
 
 /// Writer `w` owns keys with `key % writers == w`; values encode (key, version)
@@ -99,13 +102,13 @@ fn stress<S: BuildHasher + Sync>(map: &Map<u64, u64, S>, writers: u64, readers: 
 #[test]
 fn resize_stress_default_hasher() {
     let map = Map::<u64, u64>::with_capacity(1);
-    stress(&map, 3, 2, 40_000 * scale());
+    stress(&map, 3, 2, scaled(40_000));
 }
 
 #[test]
 fn resize_stress_modulo_hasher() {
     let map = Map::<u64, u64, Modulo>::with_capacity_and_hasher(1, Modulo);
-    stress(&map, 2, 2, 40_000 * scale());
+    stress(&map, 2, 2, scaled(40_000));
 }
 
 #[test]
@@ -113,7 +116,7 @@ fn concurrent_same_key_inserts_have_one_winner() {
     // Hazard 3: racing inserts of the same keys; exactly one succeeds per key.
     // (Before the pending-slot re-read in `ops::scan`, about 4% of rounds
     // produced a duplicate.)
-    for round in 0..200u64 {
+    for round in 0..scaled(200) {
         let map = Map::<u64, u64>::with_capacity(1);
         let wins: Vec<Vec<u64>> = std::thread::scope(|s| {
             let hs: Vec<_> = (0..4u64)

@@ -123,7 +123,8 @@ impl<T> ZeroedArray<T> {
         self.len
     }
 
-    /// True if the array has no element.
+    /// True if the array has no element (for users of `internals`).
+    #[cfg(feature = "internals")]
     #[inline]
     pub fn is_empty(&self) -> bool {
         self.len == 0
@@ -138,14 +139,6 @@ impl<T> ZeroedArray<T> {
         debug_assert!(i < self.len);
         // SAFETY: the caller keeps i in bounds; the memory is initialized.
         unsafe { &*self.ptr.as_ptr().add(i) }
-    }
-
-    /// The element at `i`.
-    #[inline]
-    pub fn get(&self, i: usize) -> &T {
-        assert!(i < self.len, "index {i} out of bounds ({})", self.len);
-        // SAFETY: bounds checked above.
-        unsafe { self.get_unchecked(i) }
     }
 
     /// Raw pointer to element `i` (for prefetching).

@@ -36,6 +36,7 @@ pub enum SlotState {
 /// Transfer state of a bin during a resize (paper §3.2.5).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
+#[allow(clippy::enum_variant_names)] // the paper's names
 pub enum BinState {
     /// Operations run in this index.
     NoTransfer = 0b00,
@@ -166,9 +167,6 @@ const _: () = assert!(Header::BIN_STATE_SHIFT + 2 == Header::VERSION_SHIFT);
 pub struct SlotMask(u64);
 
 impl SlotMask {
-    /// The empty set.
-    pub const EMPTY: SlotMask = SlotMask(0);
-
     /// True if no slot is in the set.
     #[inline]
     pub const fn is_empty(self) -> bool {
@@ -206,12 +204,6 @@ impl SlotMask {
         let hi_bit = hi as u32 * Header::SLOT_BITS;
         let m = ((1u64 << hi_bit) - 1) & !((1u64 << lo_bit) - 1);
         SlotMask(self.0 & m)
-    }
-
-    /// Number of slots in the set.
-    #[inline]
-    pub const fn count(self) -> u32 {
-        self.0.count_ones()
     }
 }
 

@@ -137,12 +137,6 @@ impl Index {
         self.link_soft as usize
     }
 
-    /// Link buckets claimed so far (in use, leaked, or overshoot of a failed claim).
-    pub fn links_claimed(&self) -> usize {
-        // Relaxed: a statistic.
-        (self.link_next.load(Ordering::Relaxed) as usize).min(self.links.len())
-    }
-
     /// Slots available to inserts: three per bin plus four per link bucket.
     pub fn slot_capacity(&self) -> usize {
         self.bins() * 3 + self.link_capacity() * 4

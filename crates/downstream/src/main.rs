@@ -4,7 +4,7 @@
 //! so the first resize CASed at a key-valued address (SIGSEGV).
 //!
 //! Run through `scripts/test.sh` as
-//! `cargo run --profile release-lto -p dlht-lto-check`: the `release-lto`
+//! `cargo run --profile release-lto -p dlht-downstream --bin lto-check`: the `release-lto`
 //! profile (workspace Cargo.toml) is fat LTO, one codegen unit and
 //! `panic = "abort"`. Exits non-zero (or dies) on any mismatch.
 
@@ -22,7 +22,7 @@ const KEYS: u64 = 1 << 16;
 
 fn check(what: &str, ok: bool) {
     if !ok {
-        eprintln!("dlht-lto-check: FAILED: {what}");
+        eprintln!("lto-check: FAILED: {what}");
         std::process::exit(1);
     }
 }
@@ -68,7 +68,5 @@ fn main() {
         check("fresh insert (LocalMap)", l.insert(key(i), i).is_ok());
     }
     check("every key (LocalMap)", (0..KEYS).all(|i| l.get(&key(i)) == Some(i)));
-    println!(
-        "dlht-lto-check: ok ({KEYS} keys grown from empty on 1 and 2 threads, {one} resizes; LocalMap too)"
-    );
+    println!("lto-check: ok ({KEYS} keys grown from empty on 1 and 2 threads, {one} resizes; LocalMap too)");
 }

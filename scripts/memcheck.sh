@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Runs the concurrency tests under valgrind memcheck at a small scale: any
+# invalid read or write (an index read after it was freed, a slot out of
+# bounds) or uninitialised use fails the run. Uses the release test
+# binaries (debug info is on in the release profile, so reports have lines).
+# The test summaries it prints are the ones cargo test prints.
+#
+# valgrind runs one thread at a time, so races are explored less than on
+# hardware; what it adds is exact detection of every access to freed or
+# unallocated memory in the interleavings it does run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+tests=(stress reclaim batch hasher)
+args=()
+for t in "${tests[@]}"; do args+=(--test "$t"); done
+# Build, and list the test executables cargo made.
+mapfile -t exes < <(cargo test -p dlht --release "${args[@]}" --no-run --message-format=json 2>/dev/null \
+  | grep '"executable":"' | sed -E 's/.*"executable":"([^"]+)".*/\1/')
+if [ "${#exes[@]}" -ne "${#tests[@]}" ]; then
+  echo "memcheck: expected ${#tests[@]} test binaries, found ${#exes[@]}" >&2
+  exit 1
+fi
+
+status=0
+log=$(mktemp)
+for exe in "${exes[@]}"; do
+  name=$(basename "$exe")
+  start=$SECONDS
+  # A tenth of the CI stress scale.
+  if DLHT_STRESS_SCALE=0.1 valgrind -q --error-exitcode=99 --tool=memcheck --leak-check=no \
+      "$exe" --test-threads=1 >"$log" 2>&1; then
+    echo "memcheck $name: clean ($(grep -h "test result" "$log")) in $((SECONDS - start))s"
+  else
+    echo "memcheck $name: FAILED"
+    tail -n 40 "$log"
+    status=1
+  fi
+done
+rm -f "$log"
+exit $status
