@@ -50,11 +50,27 @@
 //! [`DefaultHashBuilder`] (rapidhash, seeded per map) suits arbitrary keys;
 //! [`Modulo`] is the paper's identity hash for uniformly random keys.
 //!
+//! The hasher runs inside the map, also while a resize moves keys, and
+//! **must not call into the map** it hashes for. Such re-entry is served
+//! where it safely can be (it never frees memory in use), but during a
+//! resize it can deadlock a [`Map`] and makes a [`LocalMap`] panic. A
+//! hasher that panics outside a resize leaves the map unchanged; one that
+//! panics while a resize moves its bin aborts the process with a message,
+//! since the half-moved bin can be neither finished nor rolled back.
+//!
 //! ## Memory
 //!
-//! Large indexes are mmapped and advised `MADV_HUGEPAGE`. Allocation
-//! failure surfaces as [`Error`] from [`Map::try_with_capacity`],
-//! [`Map::try_insert`] and [`Map::try_upsert`].
+//! Large indexes are mmapped and advised `MADV_HUGEPAGE`. When the
+//! operating system refuses the memory, that surfaces as [`Error`] from
+//! [`Map::try_with_capacity`], [`Map::try_insert`] and [`Map::try_upsert`],
+//! and the map is unchanged. That covers refusals at mapping time only:
+//! index pages are committed lazily, on first touch, so under memory
+//! overcommit (Linux's default) a system that runs out of memory later may
+//! kill the process (the OOM killer) instead of failing an allocation.
+//!
+//! A CPU without a lock-free 16-byte compare-and-swap (an x86-64 CPU
+//! without `cmpxchg16b`, from before about 2008) gets
+//! [`Error::Unsupported`] when a map is created.
 
 #![deny(unsafe_op_in_unsafe_fn, missing_docs)]
 #![warn(clippy::undocumented_unsafe_blocks)]
