@@ -80,12 +80,24 @@ impl Index {
     }
 }
 
-#[cfg(loom)]
 impl Drop for Index {
     fn drop(&mut self) {
+        #[cfg(loom)]
         // SAFETY: loom checks that no read races this write.
         self.liveness.with_mut(|p| unsafe { *p = 1 });
+        // Relaxed: a statistic.
+        LIVE_INDEXES.fetch_sub(1, core::sync::atomic::Ordering::Relaxed);
     }
+}
+
+/// Indexes allocated and not yet freed in this process, all maps together.
+/// A plain `core` atomic, outside loom's model on purpose: a statistic.
+static LIVE_INDEXES: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
+
+/// Indexes allocated and not yet freed in this process (for tests that
+/// check reclamation without asking a map, which might collect).
+pub fn live_indexes() -> usize {
+    LIVE_INDEXES.load(core::sync::atomic::Ordering::Relaxed) // a statistic
 }
 
 impl Index {
@@ -105,6 +117,7 @@ impl Index {
         let bins_arr = unsafe { ZeroedArray::new_zeroed(bins, false)? };
         // SAFETY: as above.
         let links = unsafe { ZeroedArray::new_zeroed(link_hard, true)? };
+        LIVE_INDEXES.fetch_add(1, core::sync::atomic::Ordering::Relaxed); // a statistic
         Ok(Index {
             bins: bins_arr,
             mask: bins - 1,
