@@ -5,8 +5,7 @@ use crate::error::Error;
 use crate::raw::index::Index;
 use crate::raw::markers::Markers;
 use crate::reclaim::{Guard, Reclaim, ThreadRecord};
-use crate::sync::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Mutex;
+use crate::sync::{AtomicPtr, AtomicU64, AtomicUsize, Mutex, Ordering};
 
 /// Shared state behind a map.
 pub struct Core {

@@ -35,10 +35,17 @@
 //! outer operation relies on — and a guard leaves on unwind too.
 //!
 //! Retiring an index only queues it: its publisher is always inside the map
-//! (announced at or below its generation), so scanning then is futile. The
-//! queue raises `has_retired`; every outermost leave checks that flag (one
-//! load of a read-mostly word) and, if set, frees what has become
-//! quiescent. In the asymmetric protocol one membarrier after an index is
+//! (announced at or below its generation), so scanning then is futile.
+//! `newest_retired` holds the newest queued generation (0: none). Every
+//! outermost leave loads it (one read-mostly word) and, if the thread had
+//! announced a generation at or below it — so it may have been what kept
+//! an index alive — frees what has become quiescent. Threads that entered
+//! after the resize never collect, so a slow reader holding an old index
+//! costs the others nothing. The leave's store of 0 and its load of
+//! `newest_retired` pair with the queueing store and the scan as another
+//! Dekker pair (same barriers as above), so of a blocker's leave and the
+//! scan that saw it inside, one frees the index: nothing waits for a later
+//! resize. In the asymmetric protocol one membarrier after an index is
 //! retired is enough for all later scans of it (see `free_quiescent`),
 //! so a resize costs at most one process-wide barrier.
 //!
@@ -46,9 +53,8 @@
 //! only by its owner (no read-modify-write needed).
 
 use crate::raw::index::Index;
-use crate::sync::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use crate::sync::{fence, AtomicU64, AtomicUsize, Mutex, Ordering};
 use core::sync::atomic::compiler_fence;
-use std::sync::Mutex;
 
 /// One thread's record.
 #[derive(Default)]
@@ -125,8 +131,9 @@ pub struct Reclaim {
     /// Replaced indexes not yet freed (in no particular order: a newer one
     /// may be freed before an older one).
     retired: Mutex<Vec<RetiredIndex>>,
-    /// True while `retired` is not empty: checked at every outermost leave.
-    has_retired: AtomicBool,
+    /// Generation of the newest index in `retired`, 0 when it is empty:
+    /// checked at every outermost leave.
+    newest_retired: AtomicU64,
     /// Indexes freed so far.
     pub freed: AtomicUsize,
     /// Which Dekker protocol this map uses (see the module docs).
@@ -187,7 +194,7 @@ impl Reclaim {
         Reclaim {
             threads: records::Records::default(),
             retired: Mutex::new(Vec::new()),
-            has_retired: AtomicBool::new(false),
+            newest_retired: AtomicU64::new(0),
             freed: AtomicUsize::new(0),
             asymmetric,
         }
@@ -249,15 +256,32 @@ impl Reclaim {
         }
     }
 
-    /// Leave the map (the outermost guard's drop). Release: every read of
-    /// the index made inside happens before a scanner that sees 0 frees it.
-    /// Then frees what has become quiescent, if anything is retired.
+    /// Leave the map (the outermost guard's drop). The store of 0 is
+    /// Release at least: every read of the index made inside happens before
+    /// a scanner that sees 0 frees it. Then, if this thread may have been
+    /// keeping a retired index alive, free what has become quiescent.
     #[inline(always)]
     fn leave(&self, record: &ThreadRecord) {
-        record.announced.store(0, Ordering::Release);
-        // Relaxed: a hint; the list itself is read under its mutex.
-        if self.has_retired.load(Ordering::Relaxed) {
-            self.try_collect();
+        // Relaxed: only this thread writes its announcement.
+        let announced = record.announced.load(Ordering::Relaxed);
+        if self.asymmetric {
+            // Release + compiler fence: the store must not sink below the
+            // load of `newest_retired`; the hardware side is membarrier's.
+            record.announced.store(0, Ordering::Release);
+            compiler_fence(Ordering::SeqCst);
+        } else {
+            // SeqCst: the store half of the leave/scan Dekker pair.
+            #[cfg(not(dlht_plant = "leave_relaxed"))]
+            record.announced.store(0, Ordering::SeqCst);
+            // Planted bug (scripts/planted-bugs.sh): a Relaxed leave lets a
+            // scan that sees 0 free the index before the reads made inside.
+            #[cfg(dlht_plant = "leave_relaxed")]
+            record.announced.store(0, Ordering::Relaxed);
+        }
+        // SeqCst: the load half of that pair (a plain load on x86-64).
+        let newest = self.newest_retired.load(Ordering::SeqCst);
+        if newest != 0 && announced <= newest {
+            self.collect();
         }
     }
 
@@ -296,8 +320,8 @@ impl Reclaim {
     /// Hand over `old` (already replaced as current) to be freed once safe.
     /// Only queues it: the caller (the publisher) is inside the map with a
     /// generation at or below `old`'s, so no scan could free it yet. The
-    /// next outermost leave of any thread, the publisher's own included,
-    /// frees it once no thread can reach it.
+    /// outermost leave of the last thread inside it, the publisher's own
+    /// included, frees it.
     ///
     /// # Safety
     /// `old` came from `Box::into_raw`, is no longer reachable from the map's
@@ -305,17 +329,26 @@ impl Reclaim {
     pub unsafe fn retire(&self, old: *mut Index) {
         let mut retired = self.retired.lock().unwrap_or_else(|e| e.into_inner());
         retired.push(RetiredIndex { index: old, barriered: false });
-        // Relaxed: set and cleared under the mutex; readers treat it as a hint.
-        self.has_retired.store(true, Ordering::Relaxed);
+        self.publish_newest(&retired);
     }
 
-    /// Free every retired index no thread can still reach, unless another
-    /// thread is at it already.
+    /// Store the newest listed generation (0: none) in `newest_retired`.
+    /// Called under the `retired` mutex. SeqCst: the store half of the
+    /// leave/scan Dekker pair (see the module docs), before any scan.
+    fn publish_newest(&self, retired: &[RetiredIndex]) {
+        // SAFETY: retired indexes stay allocated while they are listed.
+        let newest = retired.iter().map(|r| unsafe { (*r.index).generation }).max().unwrap_or(0);
+        self.newest_retired.store(newest, Ordering::SeqCst);
+    }
+
+    /// Free every retired index no thread can still reach. Waits for the
+    /// mutex rather than skipping when another thread holds it: that thread
+    /// may have scanned before this one left, and then only this call frees
+    /// the index. Only threads that were inside a retired index get here.
     #[cold]
-    fn try_collect(&self) {
-        if let Ok(mut retired) = self.retired.try_lock() {
-            self.free_quiescent(&mut retired);
-        }
+    fn collect(&self) {
+        let mut retired = self.retired.lock().unwrap_or_else(|e| e.into_inner());
+        self.free_quiescent(&mut retired);
     }
 
     /// Free the retired indexes that have become quiescent.
@@ -327,21 +360,19 @@ impl Reclaim {
     /// thread that can still reach the index, and every thread entering
     /// later loads a newer index. Scans of already-barriered indexes are
     /// plain loads, and a resize costs at most one membarrier however often
-    /// threads leave while a slow reader holds the old index. The symmetric
-    /// protocol's barrier is a SeqCst fence that pairs with the announcer's
-    /// SeqCst store only for the thread that runs it, so every scan runs it
-    /// (it is cheap). The loom model in this file caught a version that
-    /// skipped it.
+    /// threads leave while a slow reader holds the old index. In the
+    /// symmetric protocol the SeqCst scan loads already follow the SeqCst
+    /// store of `current` in the single total order, which is all the
+    /// Dekker pair needs; every scan still runs a SeqCst fence, which is
+    /// cheap, and which loom (modelling SeqCst accesses as AcqRel) needs.
     fn free_quiescent(&self, retired: &mut Vec<RetiredIndex>) {
-        #[cfg(not(dlht_plant = "scan_fence_once"))]
         let fence_now = !self.asymmetric || retired.iter().any(|r| !r.barriered);
-        // Planted bug (scripts/planted-bugs.sh): fence once per index in the
-        // symmetric protocol too.
-        #[cfg(dlht_plant = "scan_fence_once")]
-        let fence_now = retired.iter().any(|r| !r.barriered);
         if fence_now {
             if !self.scan_barrier() {
-                return; // keep everything; a later leave tries again
+                // Keep everything, and have every leave try again until a
+                // barrier succeeds (newest_retired = MAX matches them all).
+                self.newest_retired.store(u64::MAX, Ordering::SeqCst);
+                return;
             }
             retired.iter_mut().for_each(|r| r.barriered = true);
         }
@@ -362,10 +393,7 @@ impl Reclaim {
             drop(unsafe { Box::from_raw(index) });
             self.freed.fetch_add(1, Ordering::Relaxed); // a statistic
         }
-        if retired.is_empty() {
-            // Relaxed: see `retire`.
-            self.has_retired.store(false, Ordering::Relaxed);
-        }
+        self.publish_newest(retired);
     }
 
     /// Number of indexes waiting to be freed.
@@ -382,6 +410,13 @@ impl Default for Reclaim {
 
 impl Drop for Reclaim {
     fn drop(&mut self) {
+        // A loom model that failed while collecting poisoned loom's mutex,
+        // whose `get_mut` would then panic during the unwind (an abort
+        // instead of a reported failure). Leak instead; models only.
+        #[cfg(loom)]
+        if std::thread::panicking() {
+            return;
+        }
         for r in self.retired.get_mut().unwrap_or_else(|e| e.into_inner()).drain(..) {
             // SAFETY: the map is being dropped: no thread is inside it.
             drop(unsafe { Box::from_raw(r.index) });
@@ -520,8 +555,9 @@ mod loom_model {
     /// A reader enters while a publisher replaces the index and, on leaving,
     /// frees the old one (symmetric protocol: loom cannot model membarrier).
     /// The index's loom liveness cell reports a free not ordered after the
-    /// reader's access. This model caught a scan that skipped its SeqCst
-    /// fence because another thread had already fenced for that index.
+    /// reader's access; it fails if leaving stores 0 with Relaxed
+    /// (`--cfg dlht_plant="leave_relaxed"`), since the reads made inside
+    /// then need not happen before the free.
     #[test]
     fn an_index_is_never_freed_under_a_reader() {
         model(|| {

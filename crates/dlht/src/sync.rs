@@ -4,11 +4,19 @@
 //! std's. Code elsewhere must never import `std::sync::atomic` directly.
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU64, AtomicUsize};
+pub(crate) use loom::sync::atomic::{fence, AtomicPtr, AtomicU64, AtomicUsize};
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU64, AtomicUsize};
+pub(crate) use std::sync::atomic::{fence, AtomicPtr, AtomicU64, AtomicUsize};
 
 pub(crate) use std::sync::atomic::Ordering;
+
+/// The mutex of the retired-index list: loom's under loom, so that a model
+/// thread waiting for it lets the holder run (and its synchronization is
+/// modelled, as the real mutex's is).
+#[cfg(loom)]
+pub(crate) use loom::sync::Mutex;
+#[cfg(not(loom))]
+pub(crate) use std::sync::Mutex;
 
 /// Back off while another thread finishes a short critical step (a bin
 /// transfer, a pending insert). Spins first, then yields the CPU so a

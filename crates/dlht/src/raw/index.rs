@@ -96,6 +96,7 @@ static LIVE_INDEXES: core::sync::atomic::AtomicUsize = core::sync::atomic::Atomi
 
 /// Indexes allocated and not yet freed in this process (for tests that
 /// check reclamation without asking a map, which might collect).
+#[cfg(feature = "internals")]
 pub fn live_indexes() -> usize {
     LIVE_INDEXES.load(core::sync::atomic::Ordering::Relaxed) // a statistic
 }
