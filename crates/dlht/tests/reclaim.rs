@@ -39,7 +39,10 @@ fn readers_survive_hundreds_of_resizes() {
         assert_eq!(s.indexes_awaiting_free, 0, "old indexes are eventually freed");
         total_resizes += s.resizes;
     }
-    assert!(total_resizes >= 100, "only {total_resizes} resizes");
+    // 20 000 keys cannot fit 1024 bins (3584 slots), so every round grows
+    // 2 → 16 → 128 → 1024 → 8192 bins at least; a fifth resize depends on
+    // the seed (100 was flaky: a valgrind run saw 96).
+    assert!(total_resizes >= 24 * 4, "only {total_resizes} resizes");
 }
 
 #[test]
