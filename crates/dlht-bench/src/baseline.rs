@@ -1,5 +1,6 @@
 //! The issue-2 baseline: single-thread Get, InsDel, Put and Population on dlht alone.
 
+use crate::keys::KeyStream;
 use crate::limit::{run, splitmix};
 use dlht::{Map, Stats};
 use std::hash::BuildHasher;
@@ -37,15 +38,12 @@ pub fn single_thread<S: BuildHasher>(m: &Map<u64, u64, S>, dur: Duration) -> Sin
     let keys = m.len();
     let stats = m.stats();
     let n = keys as u64;
-    // A mask where possible: a 64-bit division per get would dominate.
-    let mask = if n.is_power_of_two() { n - 1 } else { u64::MAX };
-    let pick = |x: u64| if mask != u64::MAX { x & mask } else { x % n };
+    // One continuing stream per measurement (see `keys`).
+    let mut ks = KeyStream::new(n, 1);
     let mut hits = 0u64;
-    let get = run(dur, |seed| {
-        let mut x = seed;
+    let get = run(dur, || {
         for _ in 0..1024 {
-            x = splitmix(x);
-            let i = pick(x);
+            let i = ks.next_index();
             // Every get must hit, with the right value.
             if m.get(&splitmix(i)) == Some(i) {
                 hits += 1;
@@ -53,16 +51,14 @@ pub fn single_thread<S: BuildHasher>(m: &Map<u64, u64, S>, dur: Duration) -> Sin
         }
         1024
     });
-    let get_miss = run(dur, |seed| {
-        let mut x = seed;
+    let get_miss = run(dur, || {
         for _ in 0..1024 {
-            x = splitmix(x);
-            black_box(m.get(&splitmix(n + pick(x))));
+            black_box(m.get(&splitmix(n + ks.next_index())));
         }
         1024
     });
     let mut fresh = n;
-    let insdel_pairs = run(dur, |_| {
+    let insdel_pairs = run(dur, || {
         for _ in 0..1024 {
             let k = splitmix(fresh);
             fresh += 1;
@@ -71,11 +67,9 @@ pub fn single_thread<S: BuildHasher>(m: &Map<u64, u64, S>, dur: Duration) -> Sin
         }
         1024
     });
-    let put = run(dur, |seed| {
-        let mut x = seed;
+    let put = run(dur, || {
         for _ in 0..1024 {
-            x = splitmix(x);
-            let i = pick(x);
+            let i = ks.next_index();
             black_box(m.put(splitmix(i), i));
         }
         1024
@@ -107,7 +101,7 @@ pub fn population<S: BuildHasher + Default>(keys: usize) -> Population {
 /// Nanoseconds for one enter+leave of the map (reclamation cost per op).
 pub fn enter_leave_ns(dur: Duration) -> f64 {
     let m = Map::<u64, u64>::new();
-    let mops = run(dur, |_| {
+    let mops = run(dur, || {
         for _ in 0..1024 {
             m.enter_leave();
         }

@@ -3,6 +3,7 @@
 //! calls, at 1 and 2 threads, on a memory-resident table, next to the
 //! prefetched random-read limit measured at the same thread counts.
 
+use crate::keys::KeyStream;
 use crate::limit::{self, splitmix};
 use crate::runner;
 use dlht::{LocalMap, Map, Request, Response, StopOn};
@@ -14,18 +15,21 @@ use std::time::Duration;
 pub const BATCH_SIZES: [usize; 8] = [1, 2, 4, 8, 16, 24, 32, 64];
 
 /// Millions of operations per second summed over `threads` threads, each
-/// running `work(thread, seed)` (which returns operations done) with a fresh
-/// seed per call: the median of three runs of a third of `dur` each.
-pub fn on_threads(threads: usize, dur: Duration, work: impl Fn(usize, u64) -> u64 + Sync) -> f64 {
+/// running `work(thread, keys)` (which returns operations done) with its own
+/// continuing [`KeyStream`] over `n` keys: the median of three runs of a
+/// third of `dur` each.
+pub fn on_threads(
+    threads: usize,
+    dur: Duration,
+    n: u64,
+    work: impl Fn(usize, &mut KeyStream) -> u64 + Sync,
+) -> f64 {
     limit::median3(|| {
         runner::timed(
             threads,
             dur / 3,
-            |t| (t, splitmix(0xB47C + t as u64)),
-            |(t, seed)| {
-                *seed = splitmix(*seed);
-                work(*t, *seed)
-            },
+            |t| (t, KeyStream::new(n, 0xB47C + t as u64)),
+            |(t, keys)| work(*t, keys),
         )
     })
 }
@@ -39,24 +43,21 @@ pub struct Row {
 
 /// Gets and insert+remove pairs, unbatched and per batch size.
 pub fn sweep(map: &Map<u64, u64>, keys: u64, threads: usize, dur: Duration) -> Vec<Row> {
-    // A mask, not `%`: a 64-bit division per get would dominate the loop
-    // (the limit loop masks too).
+    // A power of two: the key streams then scramble a counter instead of
+    // dividing (a 64-bit division per get would dominate the loop).
     assert!(keys.is_power_of_two());
-    let mask = keys - 1;
     let fresh = AtomicU64::new(keys);
     let mut rows = Vec::new();
-    let get_unbatched = on_threads(threads, dur, |_, seed| {
-        let mut x = seed;
+    let get_unbatched = on_threads(threads, dur, keys, |_, ks| {
         let mut hits = 0u64;
         for _ in 0..256 {
-            x = splitmix(x);
-            let i = x & mask;
+            let i = ks.next_index();
             hits += (map.get(&splitmix(i)) == Some(i)) as u64;
         }
         assert_eq!(hits, 256, "every get must hit");
         256
     });
-    let insdel_unbatched = on_threads(threads, dur, |_, _| {
+    let insdel_unbatched = on_threads(threads, dur, keys, |_, _| {
         // Relaxed: the counter only hands out distinct fresh keys.
         let base = fresh.fetch_add(128, Ordering::Relaxed);
         for j in base..base + 128 {
@@ -68,21 +69,19 @@ pub fn sweep(map: &Map<u64, u64>, keys: u64, threads: usize, dur: Duration) -> V
     });
     rows.push(Row { batch: None, get: get_unbatched, insdel: insdel_unbatched });
     for b in BATCH_SIZES {
-        let get = on_threads(threads, dur, |_, seed| {
+        let get = on_threads(threads, dur, keys, |_, stream| {
             let mut ks = [0u64; 64];
             let mut out = [None; 64];
-            let mut x = seed;
             for _ in 0..(256 / b).max(1) {
                 for k in ks[..b].iter_mut() {
-                    x = splitmix(x);
-                    *k = splitmix(x & mask);
+                    *k = splitmix(stream.next_index());
                 }
                 map.get_many(&ks[..b], &mut out[..b]).unwrap();
                 assert!(out[..b].iter().all(|o| o.is_some()), "every get must hit");
             }
             ((256 / b).max(1) * b) as u64
         });
-        let insdel = on_threads(threads, dur, |_, _| {
+        let insdel = on_threads(threads, dur, keys, |_, _| {
             let mut reqs = [Request::Get(0); 64];
             let mut out = [Response::NotExecuted; 64];
             let pairs = (b / 2).max(1);
@@ -129,7 +128,7 @@ pub fn single_thread_mode(map: &Map<u64, u64>, keys: u64, dur: Duration) -> Sing
     }
     let mut fresh = keys << 1;
     let mut pairs = |insdel: &mut dyn FnMut(u64)| {
-        limit::run(dur, |_| {
+        limit::run(dur, || {
             for _ in 0..128 {
                 fresh += 1;
                 insdel(fresh);
@@ -149,7 +148,7 @@ pub fn single_thread_mode(map: &Map<u64, u64>, keys: u64, dur: Duration) -> Sing
     });
     let batched = |run: &mut BatchFn<'_>| {
         let mut fresh = keys << 2;
-        limit::run(dur, |_| {
+        limit::run(dur, || {
             let mut reqs = [Request::Get(0); 16];
             let mut out = [Response::NotExecuted; 16];
             for p in 0..8 {

@@ -1,6 +1,7 @@
 //! The physical limit: random cache-line reads over a huge-page array the
 //! size of the table, plain and software-prefetched, in the same run.
 
+use crate::keys::KeyStream;
 use dlht::raw::alloc::ZeroedArray;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -22,22 +23,19 @@ pub struct Limit {
 /// Prefetched random line reads per second (millions) over `arr`, summed
 /// over `threads` threads: the limit batched lookups are judged against.
 pub fn prefetched_on_threads(arr: &ZeroedArray<Line>, threads: usize, dur: Duration) -> f64 {
-    let mask = arr.len() - 1;
-    crate::batching::on_threads(threads, dur, |_, seed| prefetched_pass(arr, mask, seed))
+    crate::batching::on_threads(threads, dur, arr.len() as u64, |_, keys| prefetched_pass(arr, keys))
 }
 
-fn prefetched_pass(arr: &ZeroedArray<Line>, mask: usize, seed: u64) -> u64 {
-    let mut x = seed;
+fn prefetched_pass(arr: &ZeroedArray<Line>, keys: &mut KeyStream) -> u64 {
     let mut sum = 0u64;
     let mut idx = [0usize; 16];
     for _ in 0..16 {
         for slot in idx.iter_mut() {
-            x = splitmix(x);
-            *slot = x as usize & mask;
+            *slot = keys.next_index() as usize;
             prefetch(arr.ptr_at(*slot));
         }
         for &i in &idx {
-            // SAFETY: masked index in bounds.
+            // SAFETY: the stream's indexes are below arr.len().
             sum = sum.wrapping_add(unsafe { arr.get_unchecked(i) }.0[0]);
         }
     }
@@ -70,14 +68,13 @@ pub fn measure(bytes: usize, dur: Duration) -> Limit {
 
 /// Independent random line reads per second (millions) on one thread.
 pub fn measure_plain(arr: &ZeroedArray<Line>, dur: Duration) -> f64 {
-    let mask = arr.len() - 1;
-    run(dur, |seed| {
-        let mut x = seed;
+    let mut keys = KeyStream::new(arr.len() as u64, 1);
+    run(dur, || {
         let mut sum = 0u64;
         for _ in 0..1024 {
-            x = splitmix(x);
-            // SAFETY: masked index in bounds.
-            sum = sum.wrapping_add(unsafe { arr.get_unchecked(x as usize & mask) }.0[0]);
+            let i = keys.next_index() as usize;
+            // SAFETY: the stream's indexes are below arr.len().
+            sum = sum.wrapping_add(unsafe { arr.get_unchecked(i) }.0[0]);
         }
         black_box(sum);
         1024
@@ -87,14 +84,14 @@ pub fn measure_plain(arr: &ZeroedArray<Line>, dur: Duration) -> f64 {
 /// Run `f` (which returns the operations it did) repeatedly for `dur`;
 /// millions of operations per second: the median of three runs of a third
 /// of `dur` each, which resists the bursts of interference of shared VMs.
-pub fn run(dur: Duration, mut f: impl FnMut(u64) -> u64) -> f64 {
-    let mut seed = 0x1234_5678u64;
+/// `f` draws its keys from a [`KeyStream`] it owns (no seed is handed in:
+/// re-seeding per call is the bug `keys` describes).
+pub fn run(dur: Duration, mut f: impl FnMut() -> u64) -> f64 {
     median3(|| {
         let start = Instant::now();
         let mut ops = 0u64;
         while start.elapsed() < dur / 3 {
-            seed = splitmix(seed);
-            ops += f(seed);
+            ops += f();
         }
         ops as f64 / start.elapsed().as_secs_f64() / 1e6
     })

@@ -9,6 +9,7 @@
 mod baseline;
 mod batching;
 mod compare;
+mod keys;
 mod limit;
 mod machine;
 mod plot;

@@ -150,9 +150,10 @@ fn hashers(cfg: &Config, small: usize) {
     fn one<S: std::hash::BuildHasher + Default>(name: &str, cfg: &Config, small: usize) {
         let s = S::default();
         let mut acc = 0u64;
-        let mops = limit::run(cfg.duration / 4, |seed| {
-            for i in 0..1024 {
-                acc = acc.wrapping_add(s.hash_one(std::hint::black_box(seed ^ i)));
+        let mut words = crate::keys::KeyStream::new(u64::MAX, 3);
+        let mops = limit::run(cfg.duration / 4, || {
+            for _ in 0..1024 {
+                acc = acc.wrapping_add(s.hash_one(std::hint::black_box(words.next_word())));
             }
             1024
         });
