@@ -6,7 +6,7 @@
 use crate::error::Error;
 use crate::ops::insert::Inserted;
 use crate::ops::{self, Step};
-use crate::raw::header::SlotState;
+use crate::raw::header::{SlotState, SLOTS_PER_BIN};
 use crate::raw::index::{BinRef, MAX_BINS, MIN_BINS};
 use crate::raw::threading::Threading;
 
@@ -90,6 +90,10 @@ pub(crate) fn bins_for(n: usize) -> Result<usize, Error> {
 /// Before growing because `bin` is full: a bin full of live keys that all
 /// agree with `hash` in every bit an index can use will never be split by
 /// growing, so report it instead of growing forever.
+///
+/// The keys are copied out before the hasher runs: it is user code and may
+/// call back into the map, and a nested insert that grows a `LocalMap`
+/// frees the index this bin lies in.
 pub(crate) fn check_separable<T: Threading>(
     bin: &BinRef<'_, T>,
     hash: u64,
@@ -100,11 +104,14 @@ pub(crate) fn check_separable<T: Threading>(
         return Ok(()); // link buckets ran out: growing helps
     }
     let mut lm = None;
+    let mut keys = [0u64; SLOTS_PER_BIN];
+    let mut n = 0;
+    for i in h.slots_in(SlotState::Valid) {
+        keys[n] = bin.slot(&mut lm, i).load_key();
+        n += 1;
+    }
     let bits = (MAX_BINS - 1) as u64;
-    let all_same = h.slots_in(SlotState::Valid).all(|i| {
-        let k = bin.slot(&mut lm, i).load_key();
-        hash_word(k) & bits == hash & bits
-    });
+    let all_same = keys[..n].iter().all(|&k| hash_word(k) & bits == hash & bits);
     if all_same {
         Err(Error::BinOverflow)
     } else {

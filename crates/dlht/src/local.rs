@@ -10,13 +10,15 @@
 //! but never be shared, which is what makes the plain stores sound.
 //!
 //! Re-entry: a hasher may call back into the map (through a thread-local,
-//! say). An operation holds its bin across one hasher call (the separability
-//! check before growing), so a nested insert that grows defers freeing the
-//! index it replaced until the outermost operation ends (`depth`). A nested
-//! call *during* a resize — from the hasher rehashing keys into the new
-//! index — cannot be served, since the bins are half-moved; it panics with a
-//! message, and since that panic unwinds through a transfer the process
-//! aborts (see `resize::transfer`). Hashers must not call into the map.
+//! say), and a nested insert may grow the map and free its index. So no
+//! reference into the index is held across a hasher call: operations hash
+//! before they look the index up, the separability check copies its keys
+//! out first (`api::check_separable`), and the batch pipeline asks for the
+//! index again after every hash. A nested call *during* a resize — from
+//! the hasher rehashing keys into the new index — cannot be served, since
+//! the bins are half-moved; it panics with a message, and since that panic
+//! unwinds through a transfer the process aborts (see `resize::transfer`).
+//! Hashers must not call into the map.
 
 use crate::api::{self, KeyValue, Runner, DEFAULT_BINS};
 use crate::batch::{self, Request, Response, StopOn};
@@ -58,13 +60,8 @@ pub struct LocalMap<K, V, S = DefaultHashBuilder> {
     len: Cell<usize>,
     resizes: Cell<usize>,
     occupancy_at_resize: RefCell<Vec<f64>>,
-    /// Operations under way on this thread: more than one only when the
-    /// hasher called back into the map.
-    depth: Cell<usize>,
-    /// True while `grow` transfers bins.
+    /// True while `grow` transfers bins (see the module docs on re-entry).
     growing: Cell<bool>,
-    /// Indexes replaced by a nested grow, freed when `depth` returns to 0.
-    deferred: RefCell<Vec<*mut Index>>,
     _kv: PhantomData<KeyValue<K, V>>,
 }
 
@@ -121,9 +118,7 @@ impl<K: Inline, V: Inline, S: BuildHasher> LocalMap<K, V, S> {
             len: Cell::new(0),
             resizes: Cell::new(0),
             occupancy_at_resize: RefCell::new(Vec::new()),
-            depth: Cell::new(0),
             growing: Cell::new(false),
-            deferred: RefCell::new(Vec::new()),
             _kv: PhantomData,
         })
     }
@@ -136,10 +131,9 @@ impl<K: Inline, V: Inline, S: BuildHasher> LocalMap<K, V, S> {
     /// The current index.
     ///
     /// Callers must not hold the reference across a call that may grow the
-    /// map and free it: an operation's own `grow`, or a call of the hasher
-    /// (which may call back in). The two places that do hold it across a
-    /// hasher call are covered: `Runner::run` counts itself in `depth`, so a
-    /// nested grow defers the free, and `grow` refuses nested calls.
+    /// map and free it: an operation's own `grow`, or a call of the hasher,
+    /// which may call back in (see the module docs). `grow` itself holds
+    /// the old index across its hasher calls, and refuses nested calls.
     #[inline(always)]
     fn index(&self) -> &Index {
         // SAFETY: the pointer is always a live index owned by this map; it
@@ -148,8 +142,7 @@ impl<K: Inline, V: Inline, S: BuildHasher> LocalMap<K, V, S> {
     }
 
     /// Replace the index by one `grown_bins` times larger, transferring every
-    /// bin with the same protocol as the concurrent map, then free the old
-    /// one (later, if this grow runs nested in another operation).
+    /// bin with the same protocol as the concurrent map, then free the old.
     fn grow(&self) -> Result<(), Error> {
         let old = self.index();
         let next = next_index(old)?;
@@ -162,13 +155,9 @@ impl<K: Inline, V: Inline, S: BuildHasher> LocalMap<K, V, S> {
         self.occupancy_at_resize.borrow_mut().push(copied as f64 / old.slot_capacity() as f64);
         self.resizes.set(self.resizes.get() + 1);
         let old_ptr = self.index.replace(Box::into_raw(Box::new(next)));
-        if self.depth.get() > 1 {
-            self.deferred.borrow_mut().push(old_ptr); // an outer operation holds it
-        } else {
-            // SAFETY: `old_ptr` came from Box::into_raw, and the only
-            // operation under way (ours) no longer uses it.
-            drop(unsafe { Box::from_raw(old_ptr) });
-        }
+        // SAFETY: `old_ptr` came from Box::into_raw, and nothing refers to
+        // it any more (see `index`).
+        drop(unsafe { Box::from_raw(old_ptr) });
         Ok(())
     }
 
@@ -283,7 +272,9 @@ impl<K: Inline, V: Inline, S: BuildHasher> Runner for LocalMap<K, V, S> {
         mut op: impl FnMut(&BinRef<'_, Local>) -> Step<X>,
         len_delta: impl Fn(&X) -> i64,
     ) -> Result<X, Error> {
-        let _op = Operation::enter(self);
+        if self.growing.get() {
+            panic!("dlht: a LocalMap was called from its own hasher during a resize; hashers must not call into the map");
+        }
         loop {
             let idx = self.index();
             let bin = idx.bin_as::<Local>(idx.bin_of(hash));
@@ -302,47 +293,9 @@ impl<K: Inline, V: Inline, S: BuildHasher> Runner for LocalMap<K, V, S> {
     }
 }
 
-/// One operation under way on a [`LocalMap`] (see the module docs on
-/// re-entry). Leaves on unwind too.
-struct Operation<'a, K, V, S>(&'a LocalMap<K, V, S>);
-
-impl<'a, K, V, S> Operation<'a, K, V, S> {
-    #[inline(always)]
-    fn enter(map: &'a LocalMap<K, V, S>) -> Self {
-        if map.growing.get() {
-            panic!("dlht: a LocalMap was called from its own hasher during a resize; hashers must not call into the map");
-        }
-        map.depth.set(map.depth.get() + 1);
-        Operation(map)
-    }
-}
-
-impl<K, V, S> Drop for Operation<'_, K, V, S> {
-    #[inline(always)]
-    fn drop(&mut self) {
-        let depth = self.0.depth.get() - 1;
-        self.0.depth.set(depth);
-        if depth == 0 && !self.0.deferred.borrow().is_empty() {
-            self.0.free_deferred();
-        }
-    }
-}
-
-impl<K, V, S> LocalMap<K, V, S> {
-    #[cold]
-    fn free_deferred(&self) {
-        for old in self.deferred.borrow_mut().drain(..) {
-            // SAFETY: replaced by a nested grow, and the operations that
-            // could hold it have all ended; freed once, here.
-            drop(unsafe { Box::from_raw(old) });
-        }
-    }
-}
-
 impl<K, V, S> Drop for LocalMap<K, V, S> {
     fn drop(&mut self) {
-        self.free_deferred(); // only non-empty if an operation panicked
-                              // SAFETY: the index is owned by this map and freed once, here.
+        // SAFETY: the index is owned by this map and freed once, here.
         drop(unsafe { Box::from_raw(self.index.get()) });
     }
 }
