@@ -215,12 +215,13 @@ fn run_child(name: &str) -> (std::process::ExitStatus, String) {
     }
 }
 
-fn is_child(name: &str) -> bool {
-    std::env::var("DLHT_CHILD").as_deref() == Ok(name)
-}
-
-/// The child must have aborted (SIGABRT), saying `why`.
-fn expect_abort(name: &str, why: &str) {
+/// Test `name`: run `body` in a child process (this binary, re-run for that
+/// test alone) and require the child to abort (SIGABRT), saying `why`.
+fn expect_abort_in_child(name: &str, why: &str, body: impl FnOnce()) {
+    if std::env::var("DLHT_CHILD").as_deref() == Ok(name) {
+        body();
+        return;
+    }
     let (status, err) = run_child(name);
     assert!(!status.success(), "{name}: the child exited cleanly; stderr:\n{err}");
     #[cfg(unix)]
@@ -247,26 +248,26 @@ fn panic_in_transfer(insert: impl Fn(u64)) {
     }
 }
 
+const TRANSFER_PANIC: &str = "the hasher panicked while a bin was being transferred";
+
 #[test]
 fn map_hasher_panicking_in_a_transfer_aborts_with_a_message() {
-    const NAME: &str = "map_hasher_panicking_in_a_transfer_aborts_with_a_message";
-    if is_child(NAME) {
+    expect_abort_in_child("map_hasher_panicking_in_a_transfer_aborts_with_a_message", TRANSFER_PANIC, || {
         let m = Map::<u64, u64, Hooked>::with_hasher(Hooked);
         panic_in_transfer(|k| m.insert(k, k).unwrap());
-        return;
-    }
-    expect_abort(NAME, "the hasher panicked while a bin was being transferred");
+    });
 }
 
 #[test]
 fn local_map_hasher_panicking_in_a_transfer_aborts_with_a_message() {
-    const NAME: &str = "local_map_hasher_panicking_in_a_transfer_aborts_with_a_message";
-    if is_child(NAME) {
-        let m = LocalMap::<u64, u64, Hooked>::with_hasher(Hooked);
-        panic_in_transfer(|k| m.insert(k, k).unwrap());
-        return;
-    }
-    expect_abort(NAME, "the hasher panicked while a bin was being transferred");
+    expect_abort_in_child(
+        "local_map_hasher_panicking_in_a_transfer_aborts_with_a_message",
+        TRANSFER_PANIC,
+        || {
+            let m = LocalMap::<u64, u64, Hooked>::with_hasher(Hooked);
+            panic_in_transfer(|k| m.insert(k, k).unwrap());
+        },
+    );
 }
 
 #[test]
@@ -274,20 +275,21 @@ fn local_map_hasher_calling_back_during_a_resize_aborts_with_a_message() {
     // The bins are half-moved, so the nested call cannot be served; before
     // the fix a nested insert grew the map and freed the index the outer
     // transfer was reading.
-    const NAME: &str = "local_map_hasher_calling_back_during_a_resize_aborts_with_a_message";
-    if is_child(NAME) {
-        type M = LocalMap<u64, u64, Hooked>;
-        let m = M::with_hasher(Hooked);
-        let p = &m as *const M as usize;
-        set_hook(move |w| {
-            // SAFETY: the map outlives the process (it aborts).
-            let m = unsafe { &*(p as *const M) };
-            m.insert(w | NEST, 0).ok();
-        });
-        for k in 0..1_000_000u64 {
-            m.insert(k, k).ok();
-        }
-        return;
-    }
-    expect_abort(NAME, "called from its own hasher during a resize");
+    expect_abort_in_child(
+        "local_map_hasher_calling_back_during_a_resize_aborts_with_a_message",
+        "called from its own hasher during a resize",
+        || {
+            type M = LocalMap<u64, u64, Hooked>;
+            let m = M::with_hasher(Hooked);
+            let p = &m as *const M as usize;
+            set_hook(move |w| {
+                // SAFETY: the map outlives the process (it aborts).
+                let m = unsafe { &*(p as *const M) };
+                m.insert(w | NEST, 0).ok();
+            });
+            for k in 0..1_000_000u64 {
+                m.insert(k, k).ok();
+            }
+        },
+    );
 }
