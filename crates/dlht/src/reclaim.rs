@@ -142,7 +142,8 @@ pub struct Reclaim {
 
 struct RetiredIndex {
     index: *mut Index,
-    /// A scan barrier has run since the index was retired (see `collect`).
+    /// A scan barrier has run since the index was retired (see
+    /// `free_quiescent`).
     barriered: bool,
 }
 // SAFETY: the pointer is an owned Box<Index> handed over to the retired list;
@@ -552,6 +553,29 @@ mod loom_model {
         guard
     }
 
+    /// A map core with the protocol given, and a reader thread that enters
+    /// it, checks it announced no generation past the index it loaded, and
+    /// reads the index. The reader is spawned before the caller publishes,
+    /// so that nothing orders the publisher's stores before its loads.
+    fn core_and_reader(asymmetric: bool) -> (Arc<Core>, loom::thread::JoinHandle<()>) {
+        let core = Arc::new(Core::with_protocol(2, Markers::for_hash(|w| w), asymmetric).unwrap());
+        let reader = {
+            let core = core.clone();
+            loom::thread::spawn(move || {
+                let guard = core.pin();
+                let index = core.current(&guard);
+                let announced = core.reclaim.announced();
+                assert!(
+                    index.generation >= announced,
+                    "announced generation {announced} while holding index {}",
+                    index.generation
+                );
+                index.touch();
+            })
+        };
+        (core, reader)
+    }
+
     /// A reader enters while a publisher replaces the index and, on leaving,
     /// frees the old one (symmetric protocol: loom cannot model membarrier).
     /// The index's loom liveness cell reports a free not ordered after the
@@ -561,16 +585,7 @@ mod loom_model {
     #[test]
     fn an_index_is_never_freed_under_a_reader() {
         model(|| {
-            let core = Arc::new(Core::with_protocol(2, Markers::for_hash(|w| w), false).unwrap());
-            // Spawned first, so that nothing orders the publisher's stores
-            // before the reader's loads.
-            let reader = {
-                let core = core.clone();
-                loom::thread::spawn(move || {
-                    let guard = core.pin();
-                    core.current(&guard).touch();
-                })
-            };
+            let (core, reader) = core_and_reader(false);
             drop(publish_next(&core)); // leaving frees the old index once no reader holds it
             reader.join().unwrap();
         });
@@ -586,21 +601,7 @@ mod loom_model {
     #[test]
     fn a_thread_never_announces_past_the_index_it_holds() {
         model(|| {
-            let core = Arc::new(Core::with_protocol(2, Markers::for_hash(|w| w), true).unwrap());
-            let reader = {
-                let core = core.clone();
-                loom::thread::spawn(move || {
-                    let guard = core.pin();
-                    let index = core.current(&guard);
-                    assert!(
-                        index.generation >= core.reclaim.announced(),
-                        "announced generation {} while holding index {}",
-                        core.reclaim.announced(),
-                        index.generation
-                    );
-                    index.touch();
-                })
-            };
+            let (core, reader) = core_and_reader(true);
             // Keep the publisher inside until the reader is done: this
             // model checks the announcement, not the free (which depends on
             // membarrier, outside loom's reach).
