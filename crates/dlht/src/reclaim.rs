@@ -155,6 +155,8 @@ unsafe impl Send for RetiredIndex {}
 pub struct Guard<'a> {
     reclaim: &'a Reclaim,
     record: &'a ThreadRecord,
+    /// The generation the outermost guard announced (unused when nested).
+    announced: u64,
     _not_send: core::marker::PhantomData<*const ()>,
 }
 
@@ -179,7 +181,7 @@ impl Drop for Guard<'_> {
         let depth = self.record.depth.load(Ordering::Relaxed) - 1;
         self.record.depth.store(depth, Ordering::Relaxed);
         if depth == 0 {
-            self.reclaim.leave(self.record);
+            self.reclaim.leave(self.record, self.announced);
         }
     }
 }
@@ -216,6 +218,7 @@ impl Reclaim {
         // Relaxed: `depth` is only ever touched by this thread.
         let depth = record.depth.load(Ordering::Relaxed);
         record.depth.store(depth + 1, Ordering::Relaxed);
+        let mut announced = 0;
         if depth == 0 {
             // Acquire: pairs with the SeqCst store in `Core::publish`. A
             // Relaxed load could be satisfied after our load of `current`
@@ -231,8 +234,9 @@ impl Reclaim {
             #[cfg(dlht_plant = "generation_relaxed")]
             let g = generation.load(Ordering::Relaxed);
             self.announce(record, g);
+            announced = g;
         }
-        Guard { reclaim: self, record, _not_send: core::marker::PhantomData }
+        Guard { reclaim: self, record, announced, _not_send: core::marker::PhantomData }
     }
 
     /// Announce generation `g` for this thread (see the module docs).
@@ -257,14 +261,13 @@ impl Reclaim {
         }
     }
 
-    /// Leave the map (the outermost guard's drop). The store of 0 is
-    /// Release at least: every read of the index made inside happens before
-    /// a scanner that sees 0 frees it. Then, if this thread may have been
-    /// keeping a retired index alive, free what has become quiescent.
+    /// Leave the map (the outermost guard's drop; `announced` is what it
+    /// announced). The store of 0 is Release at least: every read of the
+    /// index made inside happens before a scanner that sees 0 frees it.
+    /// Then, if this thread may have been keeping a retired index alive,
+    /// free what has become quiescent.
     #[inline(always)]
-    fn leave(&self, record: &ThreadRecord) {
-        // Relaxed: only this thread writes its announcement.
-        let announced = record.announced.load(Ordering::Relaxed);
+    fn leave(&self, record: &ThreadRecord, announced: u64) {
         if self.asymmetric {
             // Release + compiler fence: the store must not sink below the
             // load of `newest_retired`; the hardware side is membarrier's.
