@@ -29,8 +29,9 @@
 //! - **Symmetric (fallback).** The announcement is a SeqCst store (an `xchg`
 //!   on x86-64) and the scan uses SeqCst loads after a SeqCst fence.
 //!
-//! Entering is a [`Guard`]: the record keeps a nesting depth, so only the
-//! outermost guard of a thread announces and only its drop leaves — a
+//! Entering is a [`Guard`]: a thread whose announcement is already set is
+//! inside (generations start at 1), so only the outermost guard of a
+//! thread announces and only its drop leaves — a
 //! hasher that calls back into the map cannot clear the announcement the
 //! outer operation relies on — and a guard leaves on unwind too.
 //!
@@ -61,8 +62,6 @@ use core::sync::atomic::compiler_fence;
 pub struct ThreadRecord {
     /// Generation announced on entry; 0 outside the map.
     announced: AtomicU64,
-    /// Guards this thread holds on the map (only the owner touches it).
-    depth: AtomicUsize,
     /// Inserts minus removes by this thread (wrapping, as i64 bits).
     len_delta: AtomicU64,
 }
@@ -155,7 +154,8 @@ unsafe impl Send for RetiredIndex {}
 pub struct Guard<'a> {
     reclaim: &'a Reclaim,
     record: &'a ThreadRecord,
-    /// The generation the outermost guard announced (unused when nested).
+    /// The generation this guard announced; 0 for a nested guard, which
+    /// announces nothing and leaves nothing.
     announced: u64,
     _not_send: core::marker::PhantomData<*const ()>,
 }
@@ -177,10 +177,7 @@ impl<'a> Guard<'a> {
 impl Drop for Guard<'_> {
     #[inline(always)]
     fn drop(&mut self) {
-        // Relaxed: `depth` is only ever touched by this thread.
-        let depth = self.record.depth.load(Ordering::Relaxed) - 1;
-        self.record.depth.store(depth, Ordering::Relaxed);
-        if depth == 0 {
+        if self.announced != 0 {
             self.reclaim.leave(self.record, self.announced);
         }
     }
@@ -210,16 +207,15 @@ impl Reclaim {
     }
 
     /// Enter the map: the outermost guard of this thread announces the
-    /// generation in `generation`; nested ones only count. The caller loads
+    /// generation in `generation`; nested ones do nothing. The caller loads
     /// the current index next (SeqCst: the load half of the Dekker pair).
     #[inline(always)]
     pub fn pin<'a>(&'a self, generation: &AtomicU64) -> Guard<'a> {
         let record = self.threads.get();
-        // Relaxed: `depth` is only ever touched by this thread.
-        let depth = record.depth.load(Ordering::Relaxed);
-        record.depth.store(depth + 1, Ordering::Relaxed);
         let mut announced = 0;
-        if depth == 0 {
+        // Relaxed: only this thread writes its announcement; non-zero means
+        // an outer guard of this thread is inside this map.
+        if record.announced.load(Ordering::Relaxed) == 0 {
             // Acquire: pairs with the SeqCst store in `Core::publish`. A
             // Relaxed load could be satisfied after our load of `current`
             // on a weakly ordered CPU (aarch64): we would announce the new
