@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Shows that the loom models catch each race of ../shared/HAZARDS.md and of
+# Shows that the loom models catch each hazard (H1–H12) of docs/DESIGN.md and of
 # issue 7: every planted bug (a `--cfg dlht_plant=...` build that reverts
 # one fix) must make a loom model fail — the bin-protocol models in
 # `tests/loom.rs` or the reclamation models in `src/reclaim.rs`.

@@ -3,7 +3,7 @@
 //! embedded in the binary (Ubuntu Light, from `epaint_default_fonts`), so
 //! no system font is needed.
 
-use crate::report::{Row, Run};
+use crate::compare::report::{Run, Summary};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use std::path::{Path, PathBuf};
@@ -26,7 +26,7 @@ type DrawResult = Result<(), Box<dyn std::error::Error>>;
 /// One figure.
 enum Plot<'a> {
     /// Throughput vs threads of one workload.
-    Threads(String, Vec<&'a Row>),
+    Threads(String, Vec<&'a Summary>),
     /// Gets over time while the table grows.
     Resize(&'a Run),
 }
@@ -68,11 +68,17 @@ pub fn all(run: &Run, dir: &Path) -> Result<Vec<PathBuf>, Box<dyn std::error::Er
     let _ =
         plotters::style::register_font("sans-serif", FontStyle::Normal, epaint_default_fonts::UBUNTU_LIGHT);
     let mut files = Vec::new();
-    let mut workloads: Vec<&str> = run.rows.iter().map(|r| r.workload.as_str()).collect();
+    let mut workloads: Vec<&str> = run.summary.iter().map(|r| r.workload.as_str()).collect();
     workloads.sort_unstable();
     workloads.dedup();
     for w in workloads {
-        let rows: Vec<&Row> = run.rows.iter().filter(|r| r.workload == w).collect();
+        // Lookup workloads are drawn beside the prefetched line-read limit.
+        let lookups = ["get", "getmiss", "zipf", "skew"].contains(&w);
+        let rows: Vec<&Summary> = run
+            .summary
+            .iter()
+            .filter(|r| r.workload == w || (lookups && r.system == crate::compare::report::LIMIT_PREFETCHED))
+            .collect();
         files.extend(
             Plot::Threads(format!("{w}: throughput vs threads"), rows).write(dir, &format!("threads-{w}"))?,
         );
@@ -83,12 +89,16 @@ pub fn all(run: &Run, dir: &Path) -> Result<Vec<PathBuf>, Box<dyn std::error::Er
     Ok(files)
 }
 
-fn threads_plot<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, title: &str, rows: &[&Row]) -> DrawResult
+fn threads_plot<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    title: &str,
+    rows: &[&Summary],
+) -> DrawResult
 where
     DB::ErrorType: 'static,
 {
     let max_t = rows.iter().map(|r| r.threads).max().unwrap_or(1).max(2) as u32;
-    let max_y = rows.iter().map(|r| r.mops).fold(1.0, f64::max) * 1.1;
+    let max_y = rows.iter().map(|r| r.mops.max).fold(1.0, f64::max) * 1.1;
     let mut chart = ChartBuilder::on(root)
         .caption(title, ("sans-serif", 24))
         .margin(16)
@@ -103,7 +113,7 @@ where
     for (i, s) in systems.iter().enumerate() {
         let color = PALETTE[i % PALETTE.len()];
         let mut pts: Vec<(u32, f64)> =
-            rows.iter().filter(|r| r.system == *s).map(|r| (r.threads as u32, r.mops)).collect();
+            rows.iter().filter(|r| r.system == *s).map(|r| (r.threads as u32, r.mops.median)).collect();
         pts.sort_by_key(|p| p.0);
         let width = if s.starts_with("dlht") { 3 } else { 1 };
         chart

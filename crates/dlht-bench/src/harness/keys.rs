@@ -8,7 +8,7 @@
 //! draws keys: one per thread, created before the loop, continuing across
 //! calls, never re-seeded.
 
-use crate::limit::splitmix;
+use crate::harness::limit::splitmix;
 
 /// A continuing stream of indexes into a key space of `n` keys (keys are
 /// `splitmix(index)` elsewhere in the bench), one per thread.
@@ -47,6 +47,59 @@ impl KeyStream {
     pub fn next_word(&mut self) -> u64 {
         self.counter = self.counter.wrapping_add(1);
         splitmix(self.counter ^ 0x776f_7264 << 32)
+    }
+}
+
+/// Zipf-distributed key indexes (YCSB's skew: θ = 0.99 by default), as a
+/// trace drawn once per run and shared by every thread.
+///
+/// Drawing from `rand_distr::Zipf` costs tens of nanoseconds (logarithms
+/// and powers), as much as a cached lookup, so it cannot run inside a timed
+/// loop. The trace holds `len` draws (2^22 by default: about 1.3 million
+/// distinct keys at θ = 0.99 over 2^25, far more lines than the L3 holds),
+/// and each thread reads it cyclically from its own starting point. Rank 1
+/// (the hottest key) is index 0; keys are hashed, so hot keys land in
+/// random bins.
+pub struct ZipfTrace {
+    indexes: Vec<u32>,
+}
+
+impl ZipfTrace {
+    /// `len` draws over `n` keys (`1 <= n <= 2^32`) with exponent `theta`.
+    pub fn new(n: u64, theta: f64, len: usize, seed: u64) -> Result<ZipfTrace, String> {
+        use rand::{Rng, SeedableRng};
+        if n == 0 || n > 1 << 32 {
+            return Err(format!("a Zipf trace over {n} keys (1 to 2^32 supported)"));
+        }
+        let zipf = rand_distr::Zipf::new(n as f64, theta)
+            .map_err(|e| format!("Zipf(n = {n}, theta = {theta}): {e}"))?;
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
+        let indexes = (0..len.max(1)).map(|_| (rng.sample(zipf) as u64 - 1) as u32).collect();
+        Ok(ZipfTrace { indexes })
+    }
+
+    /// A cursor for thread `t` of `threads`, starting at its own share.
+    pub fn cursor(&self, t: usize, threads: usize) -> ZipfCursor<'_> {
+        ZipfCursor { trace: &self.indexes, pos: t * self.indexes.len() / threads.max(1) }
+    }
+}
+
+/// One thread's position in a [`ZipfTrace`].
+pub struct ZipfCursor<'a> {
+    trace: &'a [u32],
+    pos: usize,
+}
+
+impl ZipfCursor<'_> {
+    /// The next index (the rank minus one).
+    #[inline(always)]
+    pub fn next_index(&mut self) -> u64 {
+        let i = self.trace[self.pos];
+        self.pos += 1;
+        if self.pos == self.trace.len() {
+            self.pos = 0;
+        }
+        i as u64
     }
 }
 
@@ -126,6 +179,26 @@ mod tests {
             assert_eq!(seen.len() as u64, n, "{bits} bits");
             assert!(seen.iter().all(|&i| i < n));
         }
+    }
+
+    #[test]
+    fn a_zipf_trace_is_skewed_like_ycsb() {
+        // θ = 0.99 over 2^20 keys: the hottest key takes about 1/H(n, θ) ≈
+        // 7% of draws, the top 1000 about half, and many keys appear.
+        let t = ZipfTrace::new(1 << 20, 0.99, 200_000, 1).unwrap();
+        let mut c = t.cursor(0, 1);
+        let draws: Vec<u64> = (0..200_000).map(|_| c.next_index()).collect();
+        let share =
+            |f: &dyn Fn(u64) -> bool| draws.iter().filter(|&&i| f(i)).count() as f64 / draws.len() as f64;
+        let top1 = share(&|i| i == 0);
+        let top1000 = share(&|i| i < 1000);
+        assert!((0.05..0.10).contains(&top1), "hottest key: {top1}");
+        assert!((0.40..0.65).contains(&top1000), "top 1000: {top1000}");
+        assert!(draws.iter().all(|&i| i < 1 << 20));
+        let distinct: HashSet<_> = draws.iter().collect();
+        assert!(distinct.len() > 30_000, "{} distinct", distinct.len());
+        assert!(ZipfTrace::new(0, 0.99, 10, 1).is_err());
+        assert!(ZipfTrace::new(10, -1.0, 10, 1).is_err());
     }
 
     #[test]

@@ -1,13 +1,14 @@
 //! The systems under test, behind one small trait so every workload runs
 //! the same code on each. Each peer is used through its own public API with
-//! its own default hasher, pre-sized where it allows. Where a peer cannot
+//! its own default hasher (or, with `--peer-hasher`, dlht's), pre-sized
+//! where it allows. Where a peer cannot
 //! express an operation, [`Table::NOTE`] says what it does instead, and the
 //! report prints it.
 
 use std::cell::RefCell;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::RwLock;
+use std::sync::{Arc, RwLock};
 
 /// Hash function of the dlht systems.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
@@ -24,6 +25,19 @@ static MODULO: AtomicBool = AtomicBool::new(false);
 /// by the main thread, before any map is built.
 pub fn set_hash(h: HashChoice) {
     MODULO.store(h == HashChoice::Modulo, Ordering::Relaxed);
+}
+
+static PEER_HASHER: AtomicBool = AtomicBool::new(false);
+
+/// Give the peers built from now on dlht's hasher ([`BenchHash`]) instead
+/// of their own defaults. Relaxed: set once, before any map is built.
+pub fn set_peer_hasher(on: bool) {
+    PEER_HASHER.store(on, Ordering::Relaxed);
+}
+
+/// Whether peers use dlht's hasher (see [`set_peer_hasher`]).
+pub fn peer_hasher() -> bool {
+    PEER_HASHER.load(Ordering::Relaxed)
 }
 
 /// The dlht systems' hasher: the choice made with [`set_hash`].
@@ -99,6 +113,19 @@ pub trait Table: Sync {
     const NOTE: &'static str = "";
     /// Pre-sized for `n` keys.
     fn with_capacity(n: usize) -> Self;
+    /// The dlht map this system runs on, if it is one: the unbatched and
+    /// the batched dlht systems then share one table (same data, half the
+    /// memory).
+    fn dlht_map(&self) -> Option<Arc<DlhtMap>> {
+        None
+    }
+    /// This system as a view of an already populated dlht map, if it can be.
+    fn view_of(_map: &Arc<DlhtMap>) -> Option<Self>
+    where
+        Self: Sized,
+    {
+        None
+    }
     /// Value of `k`.
     fn get(&self, k: u64) -> Option<u64>;
     /// Insert if absent; true if inserted.
@@ -138,13 +165,79 @@ pub trait Table: Sync {
     }
 }
 
+/// dlht's concurrent map as the bench builds it.
+pub type DlhtMap = dlht::Map<u64, u64, BenchHash>;
+
+/// Maps that a dlht system can share with another (see [`Table::dlht_map`]).
+pub trait Shareable: Sized {
+    /// The map as a shareable [`DlhtMap`], if it is one.
+    fn share(this: &Arc<Self>) -> Option<Arc<DlhtMap>>;
+    /// `map` as this type, if it is one.
+    fn from_shared(map: &Arc<DlhtMap>) -> Option<Arc<Self>>;
+}
+
+impl Shareable for DlhtMap {
+    fn share(this: &Arc<Self>) -> Option<Arc<DlhtMap>> {
+        Some(Arc::clone(this))
+    }
+    fn from_shared(map: &Arc<DlhtMap>) -> Option<Arc<Self>> {
+        Some(Arc::clone(map))
+    }
+}
+
+impl Shareable for dlht::LocalMap<u64, u64, BenchHash> {
+    fn share(_: &Arc<Self>) -> Option<Arc<DlhtMap>> {
+        None
+    }
+    fn from_shared(_: &Arc<DlhtMap>) -> Option<Arc<Self>> {
+        None
+    }
+}
+
+/// dlht's single-thread map (`LocalMap`), one call per request.
+pub struct DlhtLocalUnbatched(pub dlht::LocalMap<u64, u64, BenchHash>);
+
+// SAFETY: as for DlhtLocal: CONCURRENT = false systems never leave the
+// thread that built them.
+unsafe impl Sync for DlhtLocalUnbatched {}
+
+impl Table for DlhtLocalUnbatched {
+    const NAME: &'static str = "dlht-local";
+    const CONCURRENT: bool = false;
+    fn with_capacity(n: usize) -> Self {
+        DlhtLocalUnbatched(dlht::LocalMap::with_capacity_and_hasher(n, BenchHash::default()))
+    }
+    #[inline]
+    fn get(&self, k: u64) -> Option<u64> {
+        self.0.get(&k)
+    }
+    #[inline]
+    fn insert(&self, k: u64, v: u64) -> bool {
+        self.0.insert(k, v).is_ok()
+    }
+    #[inline]
+    fn remove(&self, k: u64) -> bool {
+        self.0.remove(&k).is_some()
+    }
+    #[inline]
+    fn put(&self, k: u64, v: u64) -> bool {
+        self.0.put(k, v).is_some()
+    }
+}
+
 /// dlht, one call per request.
-pub struct Dlht(pub dlht::Map<u64, u64, BenchHash>);
+pub struct Dlht(pub Arc<DlhtMap>);
 
 impl Table for Dlht {
     const NAME: &'static str = "dlht";
     fn with_capacity(n: usize) -> Self {
-        Dlht(dlht::Map::with_capacity_and_hasher(n, BenchHash::default()))
+        Dlht(Arc::new(dlht::Map::with_capacity_and_hasher(n, BenchHash::default())))
+    }
+    fn dlht_map(&self) -> Option<Arc<DlhtMap>> {
+        Some(Arc::clone(&self.0))
+    }
+    fn view_of(map: &Arc<DlhtMap>) -> Option<Self> {
+        Some(Dlht(Arc::clone(map)))
     }
     #[inline]
     fn get(&self, k: u64) -> Option<u64> {
@@ -167,13 +260,19 @@ impl Table for Dlht {
 macro_rules! dlht_batched {
     ($name:ident, $label:literal, $map:ty, $concurrent:expr) => {
         /// dlht with batched requests and prefetching (`get_many`, `batch`).
-        pub struct $name(pub $map);
+        pub struct $name(pub Arc<$map>);
 
         impl Table for $name {
             const NAME: &'static str = $label;
             const CONCURRENT: bool = $concurrent;
             fn with_capacity(n: usize) -> Self {
-                $name(<$map>::with_capacity_and_hasher(n, BenchHash::default()))
+                $name(Arc::new(<$map>::with_capacity_and_hasher(n, BenchHash::default())))
+            }
+            fn dlht_map(&self) -> Option<Arc<DlhtMap>> {
+                <$map as Shareable>::share(&self.0)
+            }
+            fn view_of(map: &Arc<DlhtMap>) -> Option<Self> {
+                <$map as Shareable>::from_shared(map).map($name)
             }
             #[inline]
             fn get(&self, k: u64) -> Option<u64> {
@@ -233,7 +332,7 @@ macro_rules! dlht_batched {
     };
 }
 
-dlht_batched!(DlhtBatched, "dlht-batch", dlht::Map<u64, u64, BenchHash>, true);
+dlht_batched!(DlhtBatched, "dlht-batch", DlhtMap, true);
 dlht_batched!(DlhtLocal, "dlht-local-batch", dlht::LocalMap<u64, u64, BenchHash>, false);
 
 // SAFETY: LocalMap is not Sync; the runner uses a CONCURRENT = false system
@@ -271,12 +370,12 @@ fn batch_of(
 }
 
 /// papaya (seize-based, lock-free reads), pinned per operation.
-pub struct Papaya(papaya::HashMap<u64, u64>);
+pub struct Papaya<S = std::hash::RandomState>(papaya::HashMap<u64, u64, S>);
 
-impl Table for Papaya {
+impl<S: PeerHash> Table for Papaya<S> {
     const NAME: &'static str = "papaya";
     fn with_capacity(n: usize) -> Self {
-        Papaya(papaya::HashMap::with_capacity(n))
+        Papaya(papaya::HashMap::with_capacity_and_hasher(n, S::default()))
     }
     #[inline]
     fn get(&self, k: u64) -> Option<u64> {
@@ -297,12 +396,12 @@ impl Table for Papaya {
 }
 
 /// dashmap (sharded RwLocks).
-pub struct Dash(dashmap::DashMap<u64, u64>);
+pub struct Dash<S = std::hash::RandomState>(dashmap::DashMap<u64, u64, S>);
 
-impl Table for Dash {
+impl<S: PeerHash> Table for Dash<S> {
     const NAME: &'static str = "dashmap";
     fn with_capacity(n: usize) -> Self {
-        Dash(dashmap::DashMap::with_capacity(n))
+        Dash(dashmap::DashMap::with_capacity_and_hasher(n, S::default()))
     }
     #[inline]
     fn get(&self, k: u64) -> Option<u64> {
@@ -329,12 +428,12 @@ impl Table for Dash {
 }
 
 /// scc::HashMap (bucket locks, optimistic reads).
-pub struct Scc(scc::HashMap<u64, u64>);
+pub struct Scc<S: BuildHasher = std::hash::RandomState>(scc::HashMap<u64, u64, S>);
 
-impl Table for Scc {
+impl<S: PeerHash> Table for Scc<S> {
     const NAME: &'static str = "scc";
     fn with_capacity(n: usize) -> Self {
-        Scc(scc::HashMap::with_capacity(n))
+        Scc(scc::HashMap::with_capacity_and_hasher(n, S::default()))
     }
     #[inline]
     fn get(&self, k: u64) -> Option<u64> {
@@ -355,12 +454,12 @@ impl Table for Scc {
 }
 
 /// flurry (a port of Java's ConcurrentHashMap), guard per operation.
-pub struct Flurry(flurry::HashMap<u64, u64>);
+pub struct Flurry<S = flurry::DefaultHashBuilder>(flurry::HashMap<u64, u64, S>);
 
-impl Table for Flurry {
+impl<S: PeerHash> Table for Flurry<S> {
     const NAME: &'static str = "flurry";
     fn with_capacity(n: usize) -> Self {
-        Flurry(flurry::HashMap::with_capacity(n))
+        Flurry(flurry::HashMap::with_capacity_and_hasher(n, S::default()))
     }
     #[inline]
     fn get(&self, k: u64) -> Option<u64> {
@@ -381,14 +480,16 @@ impl Table for Flurry {
 }
 
 /// leapfrog::LeapMap (the Rust port of Junction's Leapfrog).
-pub struct Leapfrog(leapfrog::LeapMap<u64, u64>);
+pub struct Leapfrog<S = std::hash::BuildHasherDefault<std::collections::hash_map::DefaultHasher>>(
+    leapfrog::LeapMap<u64, u64, S>,
+);
 
-impl Table for Leapfrog {
+impl<S: PeerHash> Table for Leapfrog<S> {
     const NAME: &'static str = "leapfrog";
     const NOTE: &'static str =
         "no insert-if-absent: inserts use its overwriting insert (same effect on the fresh keys of InsDel and Population); values u64::MAX and u64::MAX-1 are reserved";
     fn with_capacity(n: usize) -> Self {
-        Leapfrog(leapfrog::LeapMap::with_capacity(n))
+        Leapfrog(leapfrog::LeapMap::with_capacity_and_hasher(n, S::default()))
     }
     #[inline]
     fn get(&self, k: u64) -> Option<u64> {
@@ -409,12 +510,12 @@ impl Table for Leapfrog {
 }
 
 /// std's HashMap behind one RwLock: the baseline every design must beat.
-pub struct StdRwLock(RwLock<std::collections::HashMap<u64, u64>>);
+pub struct StdRwLock<S = std::hash::RandomState>(RwLock<std::collections::HashMap<u64, u64, S>>);
 
-impl Table for StdRwLock {
+impl<S: PeerHash> Table for StdRwLock<S> {
     const NAME: &'static str = "std-rwlock";
     fn with_capacity(n: usize) -> Self {
-        StdRwLock(RwLock::new(std::collections::HashMap::with_capacity(n)))
+        StdRwLock(RwLock::new(std::collections::HashMap::with_capacity_and_hasher(n, S::default())))
     }
     #[inline]
     fn get(&self, k: u64) -> Option<u64> {
@@ -442,17 +543,17 @@ impl Table for StdRwLock {
 }
 
 /// hashbrown on one thread: the single-thread bound (SwissTable, foldhash).
-pub struct Hashbrown(RefCell<hashbrown::HashMap<u64, u64>>);
+pub struct Hashbrown<S = hashbrown::DefaultHashBuilder>(RefCell<hashbrown::HashMap<u64, u64, S>>);
 
 // SAFETY: as for DlhtLocal: CONCURRENT = false systems never leave the
 // thread that built them.
-unsafe impl Sync for Hashbrown {}
+unsafe impl<S> Sync for Hashbrown<S> {}
 
-impl Table for Hashbrown {
+impl<S: PeerHash> Table for Hashbrown<S> {
     const NAME: &'static str = "hashbrown-1t";
     const CONCURRENT: bool = false;
     fn with_capacity(n: usize) -> Self {
-        Hashbrown(RefCell::new(hashbrown::HashMap::with_capacity(n)))
+        Hashbrown(RefCell::new(hashbrown::HashMap::with_capacity_and_hasher(n, S::default())))
     }
     #[inline]
     fn get(&self, k: u64) -> Option<u64> {
@@ -478,8 +579,28 @@ impl Table for Hashbrown {
     }
 }
 
+/// What a peer's hasher must be: its own default, or [`BenchHash`].
+pub trait PeerHash: BuildHasher + Default + Clone + Send + Sync + 'static {}
+impl<S: BuildHasher + Default + Clone + Send + Sync + 'static> PeerHash for S {}
+
 /// Every system, by name, for the CLI and the dispatch macro.
-pub const ALL: [&str; 10] = [
+pub const ALL: [&str; 11] = [
+    "dlht",
+    "dlht-batch",
+    "dlht-local",
+    "dlht-local-batch",
+    "papaya",
+    "dashmap",
+    "scc",
+    "flurry",
+    "leapfrog",
+    "std-rwlock",
+    "hashbrown-1t",
+];
+
+/// The systems the comparison runs by default: all but the unbatched
+/// `LocalMap` (the batching study covers it).
+pub const DEFAULT: [&str; 10] = [
     "dlht",
     "dlht-batch",
     "dlht-local-batch",
@@ -492,11 +613,27 @@ pub const ALL: [&str; 10] = [
     "hashbrown-1t",
 ];
 
+/// Whether `system` batches its requests (it is measured at every
+/// `--batch` size; the others make one call per request).
+pub fn batches(system: &str) -> bool {
+    system.ends_with("-batch")
+}
+
 /// Run `$body` with `$t` bound to the type of system `$name`.
 #[macro_export]
 macro_rules! with_system {
+    // A peer: its own default hasher, or dlht's under --peer-hasher.
+    (@peer $peer:ident, $t:ident => $body:expr) => {
+        if peer_hasher() {
+            type $t = $peer<BenchHash>;
+            $body
+        } else {
+            type $t = $peer;
+            $body
+        }
+    };
     ($name:expr, $t:ident => $body:expr) => {{
-        use $crate::systems::*;
+        use $crate::compare::systems::*;
         match $name {
             "dlht" => {
                 type $t = Dlht;
@@ -506,38 +643,21 @@ macro_rules! with_system {
                 type $t = DlhtBatched;
                 $body
             }
+            "dlht-local" => {
+                type $t = DlhtLocalUnbatched;
+                $body
+            }
             "dlht-local-batch" => {
                 type $t = DlhtLocal;
                 $body
             }
-            "papaya" => {
-                type $t = Papaya;
-                $body
-            }
-            "dashmap" => {
-                type $t = Dash;
-                $body
-            }
-            "scc" => {
-                type $t = Scc;
-                $body
-            }
-            "flurry" => {
-                type $t = Flurry;
-                $body
-            }
-            "leapfrog" => {
-                type $t = Leapfrog;
-                $body
-            }
-            "std-rwlock" => {
-                type $t = StdRwLock;
-                $body
-            }
-            "hashbrown-1t" => {
-                type $t = Hashbrown;
-                $body
-            }
+            "papaya" => with_system!(@peer Papaya, $t => $body),
+            "dashmap" => with_system!(@peer Dash, $t => $body),
+            "scc" => with_system!(@peer Scc, $t => $body),
+            "flurry" => with_system!(@peer Flurry, $t => $body),
+            "leapfrog" => with_system!(@peer Leapfrog, $t => $body),
+            "std-rwlock" => with_system!(@peer StdRwLock, $t => $body),
+            "hashbrown-1t" => with_system!(@peer Hashbrown, $t => $body),
             other => panic!("unknown system {other}"),
         }
     }};

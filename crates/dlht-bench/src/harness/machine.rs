@@ -40,7 +40,7 @@ impl Machine {
             .unwrap_or(0);
         let l3 = read("/sys/devices/system/cpu/cpu0/cache/index3/size");
         let git_revision = std::process::Command::new("git")
-            .args(["rev-parse", "--short", "HEAD"])
+            .args(["describe", "--always", "--dirty", "--abbrev=7"])
             .output()
             .ok()
             .filter(|o| o.status.success())
@@ -60,6 +60,19 @@ impl Machine {
                 .map(|d| d.as_secs())
                 .unwrap_or(0),
         }
+    }
+
+    /// The L3 size in bytes, if the kernel says ("32768K").
+    pub fn l3_bytes(&self) -> Option<usize> {
+        let s = self.l3.trim();
+        let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
+        let n: usize = num.parse().ok()?;
+        Some(match unit.trim().chars().next() {
+            Some('K') | Some('k') => n << 10,
+            Some('M') | Some('m') => n << 20,
+            None => n,
+            _ => return None,
+        })
     }
 
     /// One line for the report.

@@ -1,0 +1,609 @@
+//! The default run: every system on every workload at every thread count,
+//! on the same key streams, in interleaved rounds with the memory limit
+//! (limit, dlht, each peer, then again, `--rounds` times); each figure next
+//! to a cache-resident twin; then latency percentiles, the resize time
+//! series; then the table, CSV, JSON and plots. `systems` are the maps
+//! under test, `workloads` what they run, `report` and `plot` what comes
+//! out.
+
+pub mod plot;
+pub mod report;
+pub mod systems;
+pub mod workloads;
+
+use crate::harness::keys::ZipfTrace;
+use crate::harness::limit::{self, Line, Probe};
+use crate::harness::machine::Machine;
+use crate::harness::{self, Step};
+use crate::with_system;
+use dlht::raw::alloc::ZeroedArray;
+use indicatif::{ProgressBar, ProgressStyle};
+use report::{Measurement, Run, Series, SystemLatency, LIMIT_PLAIN, LIMIT_PREFETCHED};
+use std::cell::Cell;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use systems::{DlhtMap, Table};
+use workloads::{Draw, Latency, Params, Workload};
+
+/// Keys of every system's cache-resident twin table (a few hundred KiB).
+pub const TWIN_KEYS: u64 = 1 << 14;
+/// Bytes of the limit probe's cache-resident twin array (fits in L2).
+const TWIN_LIMIT_BYTES: usize = 256 << 10;
+
+/// Parses a positive number of seconds (at most an hour).
+pub fn positive_seconds(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 && v <= 3600.0 => Ok(v),
+        _ => Err(format!("'{s}' is not a number of seconds in (0, 3600]")),
+    }
+}
+
+fn share(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if (0.0..=1.0).contains(&v) => Ok(v),
+        _ => Err(format!("'{s}' is not a share in [0, 1]")),
+    }
+}
+
+fn theta(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 && v <= 10.0 => Ok(v),
+        _ => Err(format!("'{s}' is not a Zipf exponent in (0, 10]")),
+    }
+}
+
+/// Options of the comparison (see `--help`).
+#[derive(clap::Args, Clone, Debug)]
+pub struct CompareArgs {
+    /// Thread counts to run, comma-separated (default: 1, 2, 4, … up to the
+    /// number of cores, and the number of cores).
+    #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub threads: Option<Vec<u16>>,
+    /// Prepopulated keys: 2^N (memory-resident by default: 2^25 keys are a
+    /// 2 GiB dlht index, far beyond the L3 cache). All systems' tables are
+    /// held at once, so the rounds can interleave them: 2^25 needs about
+    /// 16 GiB. The paper uses 100M keys (`--keys-log2 27`, about 64 GiB).
+    #[arg(long, default_value_t = 25, value_parser = clap::value_parser!(u32).range(10..=32))]
+    pub keys_log2: u32,
+    /// Seconds per measurement (each round).
+    #[arg(long, default_value_t = 0.5, value_parser = positive_seconds)]
+    pub seconds: f64,
+    /// Interleaved rounds: limit, dlht, each peer, then again (ABBA order).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub rounds: u32,
+    /// Requests per batch for the batched dlht systems, comma-separated
+    /// (default 16); with several sizes each is its own row, named
+    /// system/size.
+    #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub batch: Option<Vec<u32>>,
+    /// Systems to run, comma-separated (default: all but dlht-local).
+    #[arg(long, value_delimiter = ',', value_parser = clap::builder::PossibleValuesParser::new(systems::ALL))]
+    pub systems: Option<Vec<String>>,
+    /// Workloads on the prepopulated table (default: all). get: uniform
+    /// gets, all hits; insdel: insert a fresh key, then remove it; putheavy:
+    /// 50% gets, 50% puts of present keys; skew: gets with --hot-share of
+    /// accesses on --hot-keys keys; zipf: gets of Zipf-distributed keys
+    /// (--zipf-theta). Population and the resize time series always run
+    /// (unless --no-growth).
+    #[arg(long, value_delimiter = ',', value_enum)]
+    pub workloads: Option<Vec<Workload>>,
+    /// Hash function of the dlht systems: rapidhash (seeded) or modulo (the
+    /// identity: the bin is the key's low bits; fine for random keys).
+    #[arg(long, value_enum, default_value_t = systems::HashChoice::Rapidhash)]
+    pub hash: systems::HashChoice,
+    /// Give every peer dlht's hasher (--hash) instead of its own default,
+    /// so the hash function cannot make the difference.
+    #[arg(long)]
+    pub peer_hasher: bool,
+    /// Start the prepopulated tables small, so that they resize while being
+    /// populated (default: pre-sized, as the paper's runs with resizing off).
+    #[arg(long)]
+    pub resizing: bool,
+    /// Seed of the key streams (the same for every system).
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Skew: share of accesses that go to the hot keys.
+    #[arg(long, default_value_t = 0.9, value_parser = share)]
+    pub hot_share: f64,
+    /// Skew: number of hot keys.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub hot_keys: u64,
+    /// Zipf: the exponent (YCSB uses 0.99).
+    #[arg(long, default_value_t = 0.99, value_parser = theta)]
+    pub zipf_theta: f64,
+    /// Population: insert 2^N fresh keys into a table sized for 1024.
+    #[arg(long, default_value_t = 22, value_parser = clap::value_parser!(u32).range(10..=32))]
+    pub population_log2: u32,
+    /// Skip Population and the resize time series.
+    #[arg(long)]
+    pub no_growth: bool,
+    /// Folder for the CSV, JSON and plot files (default:
+    /// dlht-results/run-<unix time>).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Tiny sizes and short measurements (about 20 s): what CI runs.
+    #[arg(long)]
+    pub smoke: bool,
+}
+
+/// 1, 2, 4, … up to the core count, and the core count.
+pub fn default_threads() -> Vec<usize> {
+    let n = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let mut t: Vec<usize> = (0..).map(|i| 1 << i).take_while(|&x| x <= n).collect();
+    if *t.last().unwrap() != n {
+        t.push(n);
+    }
+    t
+}
+
+/// A system under test, its tables populated, behind an object so that
+/// every system can be held at once and the rounds interleave them.
+trait Contender {
+    fn name(&self) -> &'static str;
+    fn concurrent(&self) -> bool;
+    fn note(&self) -> &'static str;
+    /// One measurement on the memory-resident table, or on the twin.
+    fn measure(
+        &self,
+        w: Workload,
+        threads: usize,
+        p: &Params,
+        d: &Draw<'_>,
+        twin: bool,
+    ) -> Result<f64, String>;
+    fn population(&self, n: u64, threads: usize, batch: usize) -> Result<f64, String>;
+    fn latency(&self, keys: u64, dur: Duration, seed: u64) -> Result<Vec<Latency>, String>;
+}
+
+/// A system's memory-resident table and its cache-resident twin.
+struct Held<T: Table> {
+    big: T,
+    twin: T,
+    /// A result check failed: the table is suspect, later steps are skipped.
+    failed: Cell<bool>,
+}
+
+/// A dlht map and its twin, shared by the unbatched and batched systems.
+type SharedDlht = Option<(Arc<DlhtMap>, Arc<DlhtMap>)>;
+
+impl<T: Table> Held<T> {
+    fn new(
+        cap: usize,
+        keys: u64,
+        threads: usize,
+        batch: usize,
+        shared: &mut SharedDlht,
+        bar: &ProgressBar,
+    ) -> Self {
+        if let Some((big, twin)) = shared {
+            if let (Some(big), Some(twin)) = (T::view_of(big), T::view_of(twin)) {
+                bar.inc(keys);
+                return Held { big, twin, failed: Cell::new(false) };
+            }
+        }
+        let big = T::with_capacity(cap);
+        workloads::populate(&big, keys, threads, batch, bar);
+        let twin = T::with_capacity(TWIN_KEYS as usize);
+        workloads::populate(&twin, TWIN_KEYS, 1, batch, &ProgressBar::hidden());
+        if let (None, Some(b), Some(t)) = (shared.as_ref(), big.dlht_map(), twin.dlht_map()) {
+            *shared = Some((b, t));
+        }
+        Held { big, twin, failed: Cell::new(false) }
+    }
+
+    fn checked<R>(&self, f: impl FnOnce() -> R) -> Result<R, String> {
+        checked(&self.failed, f)
+    }
+}
+
+/// Run `f`, turning a failed result check (a panic) into an error that
+/// also sets `failed`; once it is set, skip.
+fn checked<R>(failed: &Cell<bool>, f: impl FnOnce() -> R) -> Result<R, String> {
+    if failed.get() {
+        return Err("skipped after a failed check".into());
+    }
+    catch_unwind(AssertUnwindSafe(f)).map_err(|e| {
+        failed.set(true);
+        e.downcast_ref::<String>()
+            .cloned()
+            .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "a result check failed".into())
+    })
+}
+
+impl<T: Table> Contender for Held<T> {
+    fn name(&self) -> &'static str {
+        T::NAME
+    }
+    fn concurrent(&self) -> bool {
+        T::CONCURRENT
+    }
+    fn note(&self) -> &'static str {
+        T::NOTE
+    }
+    fn measure(
+        &self,
+        w: Workload,
+        threads: usize,
+        p: &Params,
+        d: &Draw<'_>,
+        twin: bool,
+    ) -> Result<f64, String> {
+        let table = if twin { &self.twin } else { &self.big };
+        self.checked(|| workloads::measure(table, w, threads, p, d))
+    }
+    fn population(&self, n: u64, threads: usize, batch: usize) -> Result<f64, String> {
+        self.checked(|| workloads::population::<T>(n, threads, batch))
+    }
+    fn latency(&self, keys: u64, dur: Duration, seed: u64) -> Result<Vec<Latency>, String> {
+        self.checked(|| workloads::latency(&self.big, keys, dur, seed))
+    }
+}
+
+/// Memory kept free beside a group's tables (the population step's table,
+/// freed memory the allocator keeps, the kernel's own needs): a fifth of
+/// the machine, at least 4 GiB. A first version kept 2 GiB and a 1.25x
+/// margin and was killed for memory on a 23 GiB VM.
+fn group_reserve() -> u64 {
+    (meminfo("MemTotal:").unwrap_or(0) / 5).max(4 << 30)
+}
+
+/// Rough bytes a system's prepopulated table of `keys` keys takes
+/// (measured at 2^25 keys on x86-64, with a margin): only to pack the
+/// peers into groups that fit in memory.
+fn estimated_bytes(system: &str, keys: u64) -> u64 {
+    let per_key: u64 = match system {
+        "papaya" => 52,
+        "dashmap" | "std-rwlock" | "hashbrown-1t" => 38,
+        "scc" => 40,
+        "flurry" => 160,
+        "leapfrog" => 80,
+        _ => 70,
+    };
+    keys * per_key * 3 / 2
+}
+
+/// A field of /proc/meminfo in bytes (e.g. "MemAvailable:"), if there is one.
+fn meminfo(field: &str) -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with(field))?;
+    Some(line.split_whitespace().nth(1)?.parse::<u64>().ok()? << 10)
+}
+
+/// This process's resident memory in GiB (for the report).
+fn rss_gib() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let kb = status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
+        .unwrap_or(0.0);
+    kb / (1 << 20) as f64
+}
+
+/// What a comparison measures, shared by its groups.
+struct Plan<'a> {
+    threads: &'a [usize],
+    workloads: &'a [Workload],
+    batch_sizes: &'a [usize],
+    params: &'a Params,
+    zipf: &'a ZipfTrace,
+    arr: &'a ZeroedArray<Line>,
+    twin_arr: &'a ZeroedArray<Line>,
+    /// Keys of the Population step, if it runs.
+    population: Option<u64>,
+    /// Time per latency histogram.
+    latency: Duration,
+}
+
+/// What a measurement's cache-resident twin runs.
+enum Twin {
+    /// The limit probe over the L2-sized array.
+    Probe(Probe),
+    /// Member `.0` on its twin table, with this workload and parameters.
+    Table(usize, Workload, Params),
+}
+
+/// What the groups produce.
+#[derive(Default)]
+struct Outcome {
+    measurements: Vec<Measurement>,
+    latency: Vec<SystemLatency>,
+    notes: Vec<(String, String)>,
+}
+
+impl Plan<'_> {
+    /// Measure one group: per thread count, the two limit probes, then
+    /// every member on every workload; then Population; all in ABBA rounds.
+    /// Then each figure's cache-resident twin and the latency histograms,
+    /// once per system (`anchors_too`: also for the dlht systems, which
+    /// every group holds).
+    fn run_group(&self, group: usize, members: &[&dyn Contender], anchors_too: bool, out: &mut Outcome) {
+        let p = self.params;
+        let dur = Duration::from_secs_f64(p.seconds);
+        let draw = |round, keys| Draw { keys, round, zipf: self.zipf };
+        let first = out.measurements.len();
+        // What each measurement's cache-resident twin runs.
+        let mut twins: Vec<Option<Twin>> = Vec::new();
+        let mut steps: Vec<Step<'_>> = Vec::new();
+        let mut record = |system: String, workload: String, threads: usize, twin, step| {
+            out.measurements.push(Measurement {
+                system,
+                workload,
+                threads,
+                group,
+                rounds: Vec::new(),
+                twin: None,
+            });
+            twins.push(twin);
+            steps.push(step);
+        };
+        for &t in self.threads {
+            for (name, probe) in [(LIMIT_PLAIN, Probe::Plain), (LIMIT_PREFETCHED, Probe::Prefetched)] {
+                let arr = self.arr;
+                let step = Box::new(move |r| Ok(limit::measure(arr, probe, t, dur, 0x11 + r)));
+                record(name.into(), "lines".into(), t, Some(Twin::Probe(probe)), step);
+            }
+            for &w in self.workloads {
+                for (ci, &c) in members.iter().enumerate().filter(|(_, c)| c.concurrent() || t == 1) {
+                    let sizes =
+                        if systems::batches(c.name()) { self.batch_sizes } else { &self.batch_sizes[..1] };
+                    for &b in sizes {
+                        let pb = Params { batch: b, ..p.clone() };
+                        let name = match sizes.len() {
+                            1 => c.name().to_string(),
+                            _ => format!("{}/{b}", c.name()),
+                        };
+                        let draw = &draw;
+                        let twin = Some(Twin::Table(ci, w, pb.clone()));
+                        let step = Box::new(move |r| c.measure(w, t, &pb, &draw(r, pb.keys), false));
+                        record(name, w.name(), t, twin, step);
+                    }
+                }
+            }
+        }
+        if let Some(n) = self.population {
+            let max_t = *self.threads.iter().max().expect("at least one thread count");
+            for &c in members {
+                let t = if c.concurrent() { max_t } else { 1 };
+                let b = p.batch;
+                record(
+                    c.name().into(),
+                    "population".into(),
+                    t,
+                    None,
+                    Box::new(move |_| c.population(n, t, b)),
+                );
+            }
+        }
+        let overall = bar((steps.len() * p.rounds) as u64, "{elapsed_precise} [{bar:30}] {pos}/{len} {msg}");
+        let results = harness::rounds(&mut steps, p.rounds, |i, r| {
+            let m = &out.measurements[first + i];
+            overall.set_message(format!("round {}: {} {} on {}", r + 1, m.system, m.workload, m.threads));
+            overall.inc(1);
+        });
+        drop(steps);
+        overall.finish_and_clear();
+        for (m, rs) in out.measurements[first..].iter_mut().zip(results) {
+            for r in rs {
+                if let Err(e) = &r {
+                    let note =
+                        format!("FAILED its result check in {} on {} threads: {e}", m.workload, m.threads);
+                    if !out.notes.iter().any(|(s, n)| s == &m.system && n == &note) {
+                        out.notes.push((m.system.clone(), note));
+                    }
+                }
+                m.rounds.push(r.ok());
+            }
+        }
+        // The cache-resident twins, once per system.
+        for (m, twin) in out.measurements[first..].iter_mut().zip(&twins) {
+            let is_anchor = m.system.starts_with("dlht") || m.system.starts_with("limit");
+            if is_anchor && !anchors_too {
+                continue;
+            }
+            m.twin = match twin {
+                Some(Twin::Probe(probe)) => {
+                    Some(limit::measure(self.twin_arr, *probe, m.threads, dur, 0x7717))
+                }
+                Some(Twin::Table(ci, w, pb)) => {
+                    members[*ci].measure(*w, m.threads, pb, &draw(99, TWIN_KEYS), true).ok()
+                }
+                None => None,
+            };
+        }
+        for &c in members.iter().filter(|c| anchors_too || !c.name().starts_with("dlht")) {
+            match c.latency(p.keys, self.latency, p.seed) {
+                Ok(ls) => out
+                    .latency
+                    .extend(ls.into_iter().map(|l| SystemLatency { system: c.name().into(), latency: l })),
+                Err(e) => out.notes.push((c.name().into(), format!("FAILED its latency run: {e}"))),
+            }
+        }
+    }
+}
+
+fn bar(len: u64, template: &str) -> ProgressBar {
+    ProgressBar::new(len).with_style(ProgressStyle::with_template(template).unwrap().progress_chars("=> "))
+}
+
+/// Run the comparison; the run and the folder its files went to.
+pub fn run(mut a: CompareArgs) -> (Run, PathBuf) {
+    if a.smoke {
+        a.keys_log2 = a.keys_log2.min(16);
+        a.seconds = a.seconds.min(0.03);
+        a.population_log2 = a.population_log2.min(14);
+        a.rounds = a.rounds.min(2);
+    }
+    systems::set_hash(a.hash);
+    systems::set_peer_hasher(a.peer_hasher);
+    let threads: Vec<usize> = match &a.threads {
+        Some(t) => t.iter().map(|&t| t as usize).collect(),
+        None => default_threads(),
+    };
+    let max_t = *threads.iter().max().expect("clap requires at least one thread count");
+    let mut names: Vec<String> =
+        a.systems.clone().unwrap_or_else(|| systems::DEFAULT.iter().map(|s| s.to_string()).collect());
+    names.dedup();
+    let batch_sizes: Vec<usize> =
+        a.batch.clone().unwrap_or_else(|| vec![16]).iter().map(|&b| b as usize).collect();
+    let workloads = a.workloads.clone().unwrap_or_else(|| {
+        vec![Workload::Get, Workload::Insdel, Workload::Putheavy, Workload::Skew, Workload::Zipf]
+    });
+    let params = Params {
+        keys: 1 << a.keys_log2,
+        batch: batch_sizes[0],
+        seconds: a.seconds,
+        seed: a.seed,
+        hot_share: a.hot_share,
+        hot_keys: a.hot_keys,
+        zipf_theta: a.zipf_theta,
+        rounds: a.rounds as usize,
+        peer_hasher: a.peer_hasher,
+    };
+    let machine = Machine::describe();
+    let limit_bytes = limit::index_bytes(params.keys as usize);
+    let memory_resident = limit_bytes >= 4 * machine.l3_bytes().unwrap_or(32 << 20);
+    println!("# dlht-bench compare: {}", machine.line());
+    println!(
+        "# 2^{} keys (dlht index {} MiB), {} s per measurement, {} interleaved rounds, batch {:?}, threads {:?}, dlht hash {:?}{}, seed {}",
+        a.keys_log2,
+        limit_bytes >> 20,
+        params.seconds,
+        params.rounds,
+        batch_sizes,
+        threads,
+        a.hash,
+        if a.peer_hasher { " (peers too)" } else { "" },
+        params.seed
+    );
+    let trace_len = if a.smoke { 1 << 16 } else { 1 << 22 };
+    let zipf = ZipfTrace::new(params.keys, params.zipf_theta, trace_len, params.seed).unwrap_or_else(|e| {
+        eprintln!("error: {e}");
+        std::process::exit(2)
+    });
+
+    // The limit probe's array first: every group measures against it.
+    let arr = limit::line_array(limit_bytes);
+    let twin_arr = limit::line_array(TWIN_LIMIT_BYTES);
+    let plan = Plan {
+        threads: &threads,
+        workloads: &workloads,
+        batch_sizes: &batch_sizes,
+        params: &params,
+        zipf: &zipf,
+        arr: &arr,
+        twin_arr: &twin_arr,
+        population: (!a.no_growth).then_some(1u64 << a.population_log2),
+        latency: Duration::from_secs_f64(if a.smoke { 0.01 } else { 0.25 }),
+    };
+
+    // The dlht systems are in every group; the peers are packed into
+    // groups whose tables fit in memory together, built, measured in
+    // interleaved rounds with the dlht systems and the limit, and dropped.
+    let populate_t = if a.resizing { 1024 } else { params.keys as usize };
+    let build = |name: &str, shared: &mut SharedDlht| -> Box<dyn Contender> {
+        let pop = bar(params.keys, "  populating {msg} [{bar:30}] {pos}/{len} keys");
+        pop.set_message(name.to_string());
+        let c = with_system!(name, T => Box::new(Held::<T>::new(
+            populate_t, params.keys, max_t, 16, shared, &pop
+        )) as Box<dyn Contender>);
+        pop.finish_and_clear();
+        c
+    };
+    let mut shared: SharedDlht = None;
+    let (anchor_names, peer_names): (Vec<&String>, Vec<&String>) =
+        names.iter().partition(|n| n.starts_with("dlht"));
+    let anchors: Vec<Box<dyn Contender>> = anchor_names.iter().map(|n| build(n, &mut shared)).collect();
+    let mut out = Outcome::default();
+    out.notes
+        .extend(anchors.iter().filter(|c| !c.note().is_empty()).map(|c| (c.name().into(), c.note().into())));
+    let mut pending = peer_names.into_iter().peekable();
+    let mut group = 0;
+    loop {
+        let mut peers: Vec<Box<dyn Contender>> = Vec::new();
+        while let Some(name) = pending.peek() {
+            let need = estimated_bytes(name, params.keys) + group_reserve();
+            if !peers.is_empty() && meminfo("MemAvailable:").is_some_and(|avail| avail < need) {
+                break;
+            }
+            peers.push(build(name, &mut shared));
+            pending.next();
+        }
+        let more = pending.peek().is_some();
+        if group > 0 || more {
+            println!(
+                "# group {}: dlht systems with {} (tables that fit in memory together; {:.1} GiB resident)",
+                group + 1,
+                peers.iter().map(|c| c.name()).collect::<Vec<_>>().join(", "),
+                rss_gib()
+            );
+        }
+        out.notes.extend(
+            peers.iter().filter(|c| !c.note().is_empty()).map(|c| (c.name().into(), c.note().into())),
+        );
+        let members: Vec<&dyn Contender> = anchors.iter().chain(&peers).map(|c| c.as_ref()).collect();
+        plan.run_group(group, &members, group == 0, &mut out);
+        drop(peers);
+        group += 1;
+        if !more {
+            break;
+        }
+    }
+    drop(anchors);
+    drop((arr, twin_arr));
+    let Outcome { measurements, mut latency, mut notes } = out;
+
+    // The resize time series, one system at a time.
+    let mut resize = Vec::new();
+    if !a.no_growth {
+        for name in &names {
+            with_system!(name.as_str(), T => {
+                if T::CONCURRENT {
+                    let half = (max_t / 2).max(1);
+                    let (prepop, grow) = if a.smoke { (1 << 12, 1 << 15) } else { (1 << 18, 1 << 22) };
+                    let every = Duration::from_millis(if a.smoke { 5 } else { 50 });
+                    let series = || workloads::resize_series::<T>(prepop, grow, half, half, every);
+                    match checked(&Cell::new(false), series) {
+                        Ok(r) => {
+                            latency.extend(r.latency.into_iter().map(|l| SystemLatency { system: T::NAME.into(), latency: l }));
+                            resize.push(Series { system: T::NAME.into(), samples: r.samples });
+                        }
+                        Err(e) => notes.push((T::NAME.into(), format!("FAILED its resize series: {e}"))),
+                    }
+                }
+            });
+        }
+    }
+
+    let mut run = Run {
+        machine,
+        params,
+        limit_bytes,
+        memory_resident,
+        measurements,
+        summary: Vec::new(),
+        latency,
+        resize,
+        notes,
+    };
+    run.summarise();
+    run.print();
+    let dir =
+        a.out.clone().unwrap_or_else(|| PathBuf::from(format!("dlht-results/run-{}", run.machine.date_unix)));
+    if let Err(e) = run.write(&dir) {
+        eprintln!("could not write results to {}: {e}", dir.display());
+    }
+    let plots = crate::compare::plot::all(&run, &dir).unwrap_or_else(|e| {
+        eprintln!("could not draw plots: {e}");
+        Vec::new()
+    });
+    println!(
+        "# results: {} (results.csv with every round, summary.csv, latency.csv, resize.csv, results.json, {} plot files)",
+        dir.display(),
+        plots.len()
+    );
+    (run, dir)
+}

@@ -1,0 +1,194 @@
+//! The focused studies: `baseline` and `batching` are presets of the
+//! comparison (same harness, rounds, limit ratios, twin check and files);
+//! `baseline` adds what only dlht has (occupancy at resize, the cost of
+//! the reclamation announcement); `hashers` compares hash functions;
+//! `profile` runs exact operation counts for callgrind.
+
+pub mod baseline;
+pub mod profile;
+
+use crate::compare::workloads::Workload;
+use crate::compare::{self, CompareArgs};
+use crate::harness::machine::Machine;
+use crate::harness::{self, median3, Spread};
+use serde::Serialize;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Batch sizes the batching study sweeps (requests per batch).
+pub const BATCH_SIZES: [u32; 8] = [1, 2, 4, 8, 16, 24, 32, 64];
+
+fn or_default<T: Clone>(v: &mut Option<Vec<T>>, default: &[T]) {
+    if v.is_none() {
+        *v = Some(default.to_vec());
+    }
+}
+
+/// dlht alone: get, get of absent keys, insert+remove, put against the
+/// limit at each thread count; population; then occupancy at each resize
+/// and the enter+leave cost. True if a result check failed.
+pub fn baseline(mut a: CompareArgs) -> bool {
+    or_default(&mut a.systems, &["dlht".to_string()]);
+    or_default(&mut a.workloads, &[Workload::Get, Workload::Getmiss, Workload::Insdel, Workload::Put]);
+    let smoke = a.smoke;
+    let (run, dir) = compare::run(a);
+    let keys = if smoke { 1 << 14 } else { 1 << 22 };
+    let grow = baseline::population::<dlht::DefaultHashBuilder>(keys);
+    let dur = Duration::from_secs_f64(if smoke { 0.03 } else { run.params.seconds.max(0.5) });
+    let enter_leave = baseline::enter_leave_ns(dur);
+    println!(
+        "# population of {} keys from empty on 1 thread: {:.2} M/s, {} resizes; occupancy of all slots when each index was replaced: {}",
+        grow.keys,
+        grow.mops,
+        grow.resizes,
+        grow.occupancy.iter().map(|o| format!("{:.0}%", o * 100.0)).collect::<Vec<_>>().join(" ")
+    );
+    println!("# reclamation: enter+leave costs {enter_leave:.2} ns per operation (announce + leave)");
+    #[derive(Serialize)]
+    struct Extras {
+        population_keys: usize,
+        population_mops_1t: f64,
+        resizes: usize,
+        occupancy_at_resize: Vec<f64>,
+        enter_leave_ns: f64,
+    }
+    let extras = Extras {
+        population_keys: grow.keys,
+        population_mops_1t: grow.mops,
+        resizes: grow.resizes,
+        occupancy_at_resize: grow.occupancy,
+        enter_leave_ns: enter_leave,
+    };
+    write(&dir, "baseline-extras.json", &serde_json::to_string_pretty(&extras).unwrap_or_default());
+    run.failed()
+}
+
+/// Gets and insert+remove pairs: unbatched, and in batches of 1..64, for
+/// the concurrent map and the single-thread `LocalMap`, against the limit.
+/// True if a result check failed.
+pub fn batching(mut a: CompareArgs) -> bool {
+    let names = ["dlht", "dlht-batch", "dlht-local", "dlht-local-batch"].map(String::from);
+    or_default(&mut a.systems, &names);
+    or_default(&mut a.workloads, &[Workload::Get, Workload::Insdel]);
+    or_default(&mut a.batch, &BATCH_SIZES);
+    a.no_growth = true;
+    compare::run(a).0.failed()
+}
+
+/// Options of the hash-function study.
+#[derive(clap::Args, Clone, Debug)]
+pub struct HasherArgs {
+    /// Seconds per measurement.
+    #[arg(long, default_value_t = 1.0, value_parser = compare::positive_seconds)]
+    pub seconds: f64,
+    /// Rounds (the hashers alternate, round after round).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub rounds: u32,
+    /// Folder for hashers.csv and hashers.json.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Tiny sizes, a few seconds.
+    #[arg(long)]
+    pub smoke: bool,
+}
+
+/// One hasher's figures.
+#[derive(Serialize)]
+struct HasherRow {
+    hasher: &'static str,
+    ns_per_hash: Spread,
+    cached_get_mops: Spread,
+    occupancy_at_resize: f64,
+}
+
+/// Hash functions: raw cost of hashing one word (stable), gets on a
+/// cache-resident table (where hashing is visible), and spread (mean
+/// occupancy when the index grows).
+pub fn hashers(a: HasherArgs) {
+    let machine = Machine::describe();
+    println!("# dlht-bench hashers: {}", machine.line());
+    let dur = Duration::from_secs_f64(if a.smoke { 0.03 } else { a.seconds });
+    let (small, grow) = if a.smoke { (1 << 10, 1 << 14) } else { (1 << 14, 1 << 20) };
+    type Measure = fn(Duration, usize, usize) -> (f64, f64, f64);
+    fn one<S: std::hash::BuildHasher + Default + Sync>(
+        dur: Duration,
+        small: usize,
+        grow: usize,
+    ) -> (f64, f64, f64) {
+        let s = S::default();
+        let mhash = median3(|| {
+            harness::timed(
+                1,
+                dur / 3,
+                u64::MAX,
+                3,
+                |_| 0u64,
+                |w| {
+                    for _ in 0..1024 {
+                        let h = s.hash_one(std::hint::black_box(w.keys.next_word()));
+                        w.state = w.state.wrapping_add(h);
+                    }
+                    std::hint::black_box(w.state);
+                    1024
+                },
+            )
+        });
+        let gets = baseline::gets(&baseline::populated::<S>(small), small as u64, dur);
+        let g = baseline::population::<S>(grow);
+        let occ = g.occupancy.iter().skip(2).sum::<f64>() / g.occupancy.len().saturating_sub(2).max(1) as f64;
+        (1e3 / mhash, gets, occ)
+    }
+    let hashers: [(&str, Measure); 3] = [
+        ("rapidhash (default)", one::<dlht::DefaultHashBuilder>),
+        ("wyhash (final3)", one::<wyhash::final3::WyHasherBuilder>),
+        ("modulo (keys are random)", one::<dlht::Modulo>),
+    ];
+    let mut got: Vec<Vec<(f64, f64, f64)>> = vec![Vec::new(); hashers.len()];
+    for _ in 0..a.rounds {
+        for (i, (_, f)) in hashers.iter().enumerate() {
+            got[i].push(f(dur, small, grow));
+        }
+    }
+    let rows: Vec<HasherRow> = hashers
+        .iter()
+        .zip(&got)
+        .map(|((name, _), v)| {
+            let col = |f: fn(&(f64, f64, f64)) -> f64| v.iter().map(f).collect::<Vec<_>>();
+            HasherRow {
+                hasher: name,
+                ns_per_hash: Spread::of(&col(|x| x.0)).expect("at least one round"),
+                cached_get_mops: Spread::of(&col(|x| x.1)).expect("at least one round"),
+                occupancy_at_resize: Spread::of(&col(|x| x.2)).expect("at least one round").median,
+            }
+        })
+        .collect();
+    println!("{:<26} {:>20} {:>24} {:>10}", "hasher", "ns/hash", "cached get M/s", "occupancy");
+    let mut csv = String::from("hasher,ns_per_hash,cached_get_mops,occupancy_at_resize\n");
+    for r in &rows {
+        println!(
+            "{:<26} {:>20} {:>24} {:>9.0}%",
+            r.hasher,
+            r.ns_per_hash.show(2),
+            r.cached_get_mops.show(1),
+            100.0 * r.occupancy_at_resize
+        );
+        let _ = writeln!(
+            csv,
+            "{},{:.4},{:.4},{:.4}",
+            r.hasher, r.ns_per_hash.median, r.cached_get_mops.median, r.occupancy_at_resize
+        );
+    }
+    println!("# medians (min–max) over {} alternating rounds; occupancy: mean over the resizes of a growth to {grow} keys", a.rounds);
+    let dir = a.out.unwrap_or_else(|| PathBuf::from(format!("dlht-results/hashers-{}", machine.date_unix)));
+    write(&dir, "hashers.csv", &csv);
+    write(&dir, "hashers.json", &serde_json::to_string_pretty(&rows).unwrap_or_default());
+    println!("# results: {}", dir.display());
+}
+
+/// Write `name` in `dir`, or say why not.
+fn write(dir: &std::path::Path, name: &str, text: &str) {
+    if let Err(e) = std::fs::create_dir_all(dir).and_then(|_| std::fs::write(dir.join(name), text)) {
+        eprintln!("could not write {}: {e}", dir.join(name).display());
+    }
+}
