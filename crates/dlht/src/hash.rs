@@ -4,18 +4,37 @@
 //! A key is hashed through its 8-byte word (`Inline::into_word`), and the
 //! bin is the hash's low bits. Two choices ship:
 //! - [`DefaultHashBuilder`]: rapidhash (the successor of wyhash, by the same
-//!   author), randomly seeded per map: good for arbitrary keys. Measured
-//!   against wyhash (final3, the `wyhash` crate) on one 8-byte word: 0.5–0.8
-//!   ns per hash against 1.07 ns, and the same spread (54% occupancy when
-//!   the index grows); `dlht-bench` prints the comparison.
+//!   author) with its avalanche step, randomly seeded per map: good for
+//!   arbitrary keys. `dlht-bench hashers` compares it with wyhash and
+//!   modulo (cost per hash and occupancy when the index grows).
+//!
+//!   Not `rapidhash::fast`: it hashes a word with one folded multiply by a
+//!   per-process random secret, and some secrets (11 of the 500 sets in the
+//!   test below) crowd regular keys into a few bins: up to 32 of 10^4
+//!   sequential keys in one of 2^14 bins, where the avalanche step's worst
+//!   over 2000 secret sets is 9. Such a map grows far too early, and in the
+//!   unit-test build (indexes capped at 2^14 bins) it reported
+//!   `BinOverflow` in about one test process in ten.
 //! - [`Modulo`]: the identity, so the bin is the key modulo the (power of
 //!   two) number of bins — the paper's default for uniformly random keys.
 //!   Keys that agree in their low bits collide; see `Error::BinOverflow`.
 
 use core::hash::{BuildHasher, Hasher};
 
-/// The default hasher: rapidhash, randomly seeded per map.
-pub type DefaultHashBuilder = rapidhash::fast::RandomState;
+/// The default hasher: rapidhash with its avalanche step, randomly seeded
+/// per map (per-process secrets, per-map seed).
+pub type DefaultHashBuilder = rapidhash::quality::RandomState;
+
+/// [`DefaultHashBuilder`]'s hash with secrets a test chooses (the default
+/// draws them once per process, so one test process sees one set).
+#[cfg(test)]
+type DefaultWithSecrets<'s> = rapidhash::quality::SeedableState<'s>;
+
+// The two must build the same hasher, or the spread test checks another hash.
+#[cfg(test)]
+const _: fn(
+    <DefaultHashBuilder as BuildHasher>::Hasher,
+) -> <DefaultWithSecrets<'static> as BuildHasher>::Hasher = |h| h;
 
 /// Identity hashing: the bin of a key is `key mod bins`.
 ///
@@ -64,6 +83,53 @@ impl BuildHasher for Modulo {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The most keys in one of `2^bits` bins when `keys` are hashed.
+    fn fullest_bin(s: &impl BuildHasher, keys: impl Iterator<Item = u64>, bits: u32) -> usize {
+        let mut count = vec![0usize; 1 << bits];
+        for k in keys {
+            count[(s.hash_one(k) & ((1 << bits) - 1)) as usize] += 1;
+        }
+        count.into_iter().max().unwrap_or(0)
+    }
+
+    /// How many of `trials` secret sets let some key pattern (10^4
+    /// sequential keys, or keys that differ only above bit 14 or 32) put
+    /// more than 12 keys in one of 2^14 bins. A good hash puts about 0.6
+    /// keys in a bin and more than 12 in one with odds near 1e-11.
+    fn crowding_secret_sets<S: BuildHasher>(
+        trials: usize,
+        build: impl Fn(u64, &'static [u64; 7]) -> S,
+    ) -> usize {
+        let mut x = 0x1234_5678_9abc_def0u64;
+        let mut next = move || {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            x ^ (x >> 29)
+        };
+        (0..trials)
+            .filter(|_| {
+                // rapidhash forces a high, a middle and a low bit into each secret.
+                let secrets: &'static [u64; 7] =
+                    Box::leak(Box::new([(); 7].map(|_| next() | 1 << 63 | 1 << 31 | 1)));
+                let s = build(next(), secrets);
+                let patterns: [&dyn Fn(u64) -> u64; 3] = [&|k| k, &|k| k << 14, &|k| k << 32];
+                patterns.iter().any(|p| fullest_bin(&s, (0..10_000).map(p), 14) > 12)
+            })
+            .count()
+    }
+
+    #[test]
+    fn default_hash_spreads_key_patterns_under_any_secrets() {
+        let trials = if cfg!(miri) { 4 } else { 500 };
+        assert_eq!(crowding_secret_sets(trials, DefaultWithSecrets::custom), 0);
+    }
+
+    /// The check above can fail: the non-avalanching `rapidhash::fast` (the
+    /// default until it failed a CI run) crowds keys under some secrets.
+    #[test]
+    fn the_spread_check_catches_unavalanched_rapidhash() {
+        assert!(crowding_secret_sets(500, rapidhash::fast::SeedableState::custom) > 0);
+    }
 
     #[test]
     fn modulo_is_identity_on_words() {
