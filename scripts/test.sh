@@ -23,7 +23,7 @@ cargo test --workspace --exclude dlht-downstream --release
 timed
 
 step "loom models of the bin protocol and of reclamation"
-RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p dlht --release --lib --test loom
+RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p dlht --release --lib
 timed
 
 if [ "${DLHT_QUICK:-0}" = "1" ]; then exit 0; fi

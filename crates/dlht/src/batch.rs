@@ -8,13 +8,12 @@
 //! Hashes live in a fixed ring on the stack: no heap allocation per batch.
 //! The map is entered once per batch, so the reclamation cost is paid once.
 
-use crate::api::{self, Runner};
 use crate::arch::prefetch;
+use crate::driver::{self, Runner};
 use crate::error::Error;
-use crate::inline::Inline;
-use crate::ops::insert::Inserted;
 use crate::raw::bucket::PrimaryBucket;
 use crate::raw::index::Index;
+use crate::word::Inline;
 
 /// How many requests ahead the primary bucket is prefetched: about a memory
 /// latency's worth of requests (~100 ns of ~6–12 ns requests), rounded to a
@@ -147,9 +146,8 @@ fn prefetch_links(index: &Index, primary: *const PrimaryBucket) {
 }
 
 /// Run a mixed batch on a runner whose index is `index`.
-pub(crate) fn execute<'i, K: Inline, V: Inline, R: Runner>(
+pub(crate) fn execute<K: Inline, V: Inline, R: Runner>(
     r: &R,
-    index: impl Fn() -> &'i Index,
     hash: impl Fn(u64) -> u64,
     requests: &[Request<K, V>],
     responses: &mut [Response<V>],
@@ -161,21 +159,22 @@ pub(crate) fn execute<'i, K: Inline, V: Inline, R: Runner>(
     responses.fill(Response::NotExecuted);
     let keys = |i: usize| requests[i].key().into_word();
     pipeline(
-        index,
+        || r.current(),
         requests.len(),
         |i| hash(keys(i)),
         |i, h| {
             let k = keys(i);
             let v = V::from_word;
             let resp = match requests[i] {
-                Request::Get(_) => Response::Get(api::get(r, h, k).map(v)),
-                Request::Insert(_, val) => Response::Insert(match api::insert(r, h, k, val.into_word())? {
-                    Inserted::New => Ok(()),
-                    Inserted::Exists(old) => Err(v(old)),
-                }),
-                Request::Put(_, val) => Response::Put(api::put(r, h, k, val.into_word()).map(v)),
-                Request::Remove(_) => Response::Remove(api::remove(r, h, k).map(v)),
-                Request::Upsert(_, val) => Response::Upsert(api::upsert(r, h, k, val.into_word())?.map(v)),
+                Request::Get(_) => Response::Get(driver::get_word(r, h, k).map(v)),
+                Request::Insert(_, val) => {
+                    Response::Insert(driver::inserted(driver::insert_word(r, h, k, val.into_word())?))
+                }
+                Request::Put(_, val) => Response::Put(driver::put_word(r, h, k, val.into_word()).map(v)),
+                Request::Remove(_) => Response::Remove(driver::remove_word(r, h, k).map(v)),
+                Request::Upsert(_, val) => {
+                    Response::Upsert(driver::upsert_word(r, h, k, val.into_word())?.map(v))
+                }
             };
             let go_on = stop == StopOn::Never || resp.succeeded();
             responses[i] = resp;
@@ -185,9 +184,8 @@ pub(crate) fn execute<'i, K: Inline, V: Inline, R: Runner>(
 }
 
 /// Gets of many keys through the prefetch window.
-pub(crate) fn get_many<'i, K: Inline, V: Inline, R: Runner>(
+pub(crate) fn get_many<K: Inline, V: Inline, R: Runner>(
     r: &R,
-    index: impl Fn() -> &'i Index,
     hash: impl Fn(u64) -> u64,
     keys: &[K],
     out: &mut [Option<V>],
@@ -196,11 +194,11 @@ pub(crate) fn get_many<'i, K: Inline, V: Inline, R: Runner>(
         return Err(Error::LengthMismatch { requests: keys.len(), responses: out.len() });
     }
     pipeline(
-        index,
+        || r.current(),
         keys.len(),
         |i| hash(keys[i].into_word()),
         |i, h| {
-            out[i] = api::get(r, h, keys[i].into_word()).map(V::from_word);
+            out[i] = driver::get_word(r, h, keys[i].into_word()).map(V::from_word);
             Ok(true)
         },
     )?;

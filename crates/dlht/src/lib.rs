@@ -122,44 +122,47 @@
 #![deny(unsafe_op_in_unsafe_fn, missing_docs)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
-mod api;
 mod arch;
 mod batch;
+mod driver;
 mod error;
 mod hash;
-mod inline;
 mod local;
 mod map;
-mod map_core;
-mod ops;
+mod protocol;
+mod raw;
 mod reclaim;
 mod resize;
 mod stats;
 mod sync;
+mod word;
 
-/// The raw index: layout types, exposed (feature `internals`) for the
-/// project's model-checking tests and benchmarks. Not a stable API, and not
-/// safe to use: it can corrupt the map from safe code.
-#[cfg(any(feature = "internals", loom))]
-#[doc(hidden)]
-pub mod raw;
-#[cfg(not(any(feature = "internals", loom)))]
-mod raw;
+/// Loom models of the bin protocols (`RUSTFLAGS="--cfg loom" cargo test
+/// -p dlht --lib`); reclamation's models live in `reclaim`.
+#[cfg(all(test, loom))]
+mod tests;
 
 pub use batch::{Request, Response, StopOn, WINDOW as BATCH_WINDOW};
 pub use error::Error;
 pub use hash::{DefaultHashBuilder, Modulo, ModuloHasher};
-pub use inline::Inline;
 pub use local::LocalMap;
 pub use map::Map;
 pub use stats::Stats;
+pub use word::Inline;
 
-/// Per-bin protocols on a raw index, for loom models (feature `internals`).
-/// Not a stable API.
-#[cfg(any(feature = "internals", loom))]
+/// Hooks for the project's own tests and benchmark (feature `internals`):
+/// not a stable API, and not meant for users.
+#[cfg(feature = "internals")]
 #[doc(hidden)]
-pub mod protocol {
-    pub use crate::ops::insert::{insert, Inserted};
-    pub use crate::ops::{get::get, put::put, remove::remove, Step};
-    pub use crate::resize::transfer::transfer_bin;
+pub mod internals {
+    pub use crate::raw::alloc::ZeroedArray;
+    pub use crate::raw::index::live_indexes;
+
+    /// The marker words `hash` gives bins 0 and 1 (dead, dead, pending,
+    /// pending): words the map reserves internally, which users must still
+    /// be able to store as ordinary keys.
+    pub fn marker_words(hash: fn(u64) -> u64) -> [u64; 4] {
+        let m = crate::raw::markers::Markers::for_hash(hash);
+        [m.dead(0), m.dead(1), m.pending(0), m.pending(1)]
+    }
 }

@@ -13,25 +13,25 @@
 //! say), and a nested insert may grow the map and free its index. So no
 //! reference into the index is held across a hasher call: operations hash
 //! before they look the index up, the separability check copies its keys
-//! out first (`api::check_separable`), and the batch pipeline asks for the
+//! out first (`driver::check_separable`), and the batch pipeline asks for the
 //! index again after every hash. A nested call *during* a resize — from
 //! the hasher rehashing keys into the new index — cannot be served, since
 //! the bins are half-moved; it panics with a message, and since that panic
 //! unwinds through a transfer the process aborts (see `resize::transfer`).
 //! Hashers must not call into the map.
 
-use crate::api::{self, KeyValue, Runner, DEFAULT_BINS};
-use crate::batch::{self, Request, Response, StopOn};
+use crate::batch::{Request, Response, StopOn};
+use crate::driver::{self, Front, KeyValue, Runner, DEFAULT_BINS};
 use crate::error::Error;
 use crate::hash::DefaultHashBuilder;
-use crate::inline::Inline;
-use crate::ops::insert::Inserted;
-use crate::ops::Step;
+use crate::protocol::transfer::transfer_bin;
+use crate::protocol::Step;
 use crate::raw::index::{BinRef, Index};
 use crate::raw::markers::Markers;
 use crate::raw::threading::Local;
-use crate::resize::{next_index, transfer::transfer_bin};
+use crate::resize::next_index;
 use crate::stats::Stats;
+use crate::word::Inline;
 use core::cell::{Cell, RefCell};
 use core::hash::BuildHasher;
 use core::marker::PhantomData;
@@ -106,7 +106,7 @@ impl<K: Inline, V: Inline, S: BuildHasher> LocalMap<K, V, S> {
 
     /// An empty map for `n` keys using `hasher`, or why it cannot be made.
     pub fn try_with_capacity_and_hasher(n: usize, hasher: S) -> Result<Self, Error> {
-        Self::build(api::bins_for(n)?, hasher)
+        Self::build(driver::bins_for(n)?, hasher)
     }
 
     fn build(bins: usize, hasher: S) -> Result<Self, Error> {
@@ -121,11 +121,6 @@ impl<K: Inline, V: Inline, S: BuildHasher> LocalMap<K, V, S> {
             growing: Cell::new(false),
             _kv: PhantomData,
         })
-    }
-
-    #[inline(always)]
-    fn hash_word(&self, w: u64) -> u64 {
-        self.hasher.hash_one(w)
     }
 
     /// The current index.
@@ -164,8 +159,7 @@ impl<K: Inline, V: Inline, S: BuildHasher> LocalMap<K, V, S> {
     /// The value of `key`, if present.
     #[inline]
     pub fn get(&self, key: &K) -> Option<V> {
-        let k = key.into_word();
-        api::get(self, self.hash_word(k), k).map(V::from_word)
+        driver::get(self, key)
     }
 
     /// True if `key` is present.
@@ -177,42 +171,35 @@ impl<K: Inline, V: Inline, S: BuildHasher> LocalMap<K, V, S> {
     /// Insert `key → value` if absent; `Err` carries the value already there.
     #[inline]
     pub fn insert(&self, key: K, value: V) -> Result<(), V> {
-        self.try_insert(key, value).unwrap_or_else(|e| panic!("dlht: {e}"))
+        driver::or_panic(driver::try_insert(self, key, value))
     }
 
     /// Like [`insert`](Self::insert), returning growth failure as an error.
     pub fn try_insert(&self, key: K, value: V) -> Result<Result<(), V>, Error> {
-        let (k, v) = (key.into_word(), value.into_word());
-        Ok(match api::insert(self, self.hash_word(k), k, v)? {
-            Inserted::New => Ok(()),
-            Inserted::Exists(old) => Err(V::from_word(old)),
-        })
+        driver::try_insert(self, key, value)
     }
 
     /// Replace the value of a present `key`; None (nothing inserted) if absent.
     #[inline]
     pub fn put(&self, key: K, value: V) -> Option<V> {
-        let (k, v) = (key.into_word(), value.into_word());
-        api::put(self, self.hash_word(k), k, v).map(V::from_word)
+        driver::put(self, key, value)
     }
 
     /// Remove `key`, returning its value.
     #[inline]
     pub fn remove(&self, key: &K) -> Option<V> {
-        let k = key.into_word();
-        api::remove(self, self.hash_word(k), k).map(V::from_word)
+        driver::remove(self, key)
     }
 
     /// Insert or overwrite: the old value if `key` was present.
     #[inline]
     pub fn upsert(&self, key: K, value: V) -> Option<V> {
-        self.try_upsert(key, value).unwrap_or_else(|e| panic!("dlht: {e}"))
+        driver::or_panic(driver::try_upsert(self, key, value))
     }
 
     /// Like [`upsert`](Self::upsert), returning growth failure as an error.
     pub fn try_upsert(&self, key: K, value: V) -> Result<Option<V>, Error> {
-        let (k, v) = (key.into_word(), value.into_word());
-        Ok(api::upsert(self, self.hash_word(k), k, v)?.map(V::from_word))
+        driver::try_upsert(self, key, value)
     }
 
     /// A batch of mixed requests in order, with prefetching; see
@@ -225,20 +212,18 @@ impl<K: Inline, V: Inline, S: BuildHasher> LocalMap<K, V, S> {
     ) -> Result<usize, Error> {
         // A resize inside the batch replaces and frees the index: the
         // pipeline asks for the current one at every step.
-        batch::execute(self, || self.index(), |w| self.hash_word(w), requests, responses, stop)
+        driver::batch(self, requests, responses, stop)
     }
 
     /// Get many keys at once, prefetching ahead; see [`Map::get_many`](crate::Map::get_many).
     pub fn get_many(&self, keys: &[K], out: &mut [Option<V>]) -> Result<(), Error> {
-        batch::get_many(self, || self.index(), |w| self.hash_word(w), keys, out)
+        driver::get_many(self, keys, out)
     }
 
     /// Prefetch the bin of `key`.
     #[inline]
     pub fn prefetch(&self, key: &K) {
-        let hash = self.hash_word(key.into_word()); // before `index`: it may re-enter
-        let idx = self.index();
-        crate::arch::prefetch(idx.bin_ptr(idx.bin_of(hash)));
+        driver::prefetch(self, key)
     }
 
     /// Number of keys.
@@ -262,8 +247,33 @@ impl<K: Inline, V: Inline, S: BuildHasher> LocalMap<K, V, S> {
     }
 }
 
+impl<K: Inline, V: Inline, S: BuildHasher> Front for LocalMap<K, V, S> {
+    type K = K;
+    type V = V;
+    type Inside<'a>
+        = Self
+    where
+        Self: 'a;
+
+    #[inline(always)]
+    fn hash_word(&self, w: u64) -> u64 {
+        self.hasher.hash_one(w)
+    }
+
+    /// Nothing to announce: one thread owns the map.
+    #[inline(always)]
+    fn enter<X>(&self, f: impl FnOnce(&Self) -> X) -> X {
+        f(self)
+    }
+}
+
 impl<K: Inline, V: Inline, S: BuildHasher> Runner for LocalMap<K, V, S> {
     type T = Local;
+
+    #[inline(always)]
+    fn current(&self) -> &Index {
+        self.index()
+    }
 
     #[inline(always)]
     fn run<X>(
@@ -285,7 +295,7 @@ impl<K: Inline, V: Inline, S: BuildHasher> Runner for LocalMap<K, V, S> {
                 }
                 Step::Moved => unreachable!("dlht invariant: a local map finishes every resize it starts"),
                 Step::Full => {
-                    api::check_separable(&bin, hash, |w| self.hash_word(w))?;
+                    driver::check_separable(&bin, hash, |w| self.hash_word(w))?;
                     self.grow()?;
                 }
             }

@@ -50,31 +50,20 @@
 //! retired is enough for all later scans of it (see `free_quiescent`),
 //! so a resize costs at most one process-wide barrier.
 //!
-//! The record also carries the thread's share of the map's length, written
-//! only by its owner (no read-modify-write needed).
+//! The record also carries the thread's share of the map's length
+//! (`map/len.rs`), which reclamation never reads.
 
+use crate::map::len::LenShare;
 use crate::raw::index::Index;
-use crate::sync::{fence, AtomicU64, AtomicUsize, Mutex, Ordering};
-use core::sync::atomic::compiler_fence;
+use crate::sync::{compiler_fence, fence, AtomicU64, AtomicUsize, Mutex, Ordering};
 
 /// One thread's record.
 #[derive(Default)]
 pub struct ThreadRecord {
     /// Generation announced on entry; 0 outside the map.
     announced: AtomicU64,
-    /// Inserts minus removes by this thread (wrapping, as i64 bits).
-    len_delta: AtomicU64,
-}
-
-impl ThreadRecord {
-    /// Count a key inserted (+1) or removed (-1) by this thread.
-    #[inline]
-    pub fn add_len(&self, delta: i64) {
-        // Relaxed load+store: only the owning thread writes this word;
-        // readers sum it and tolerate staleness (len is exact when quiescent).
-        let v = self.len_delta.load(Ordering::Relaxed);
-        self.len_delta.store(v.wrapping_add(delta as u64), Ordering::Relaxed);
-    }
+    /// This thread's share of the map's length (`map/len.rs`).
+    pub len: LenShare,
 }
 
 /// `membarrier` commands (linux/membarrier.h); libc exports the syscall
@@ -226,7 +215,7 @@ impl Reclaim {
             #[cfg(not(dlht_plant = "generation_relaxed"))]
             let g = generation.load(Ordering::Acquire);
             // Planted bug (scripts/planted-bugs.sh): the Relaxed load this
-            // code had before issue 7.
+            // code once had.
             #[cfg(dlht_plant = "generation_relaxed")]
             let g = generation.load(Ordering::Relaxed);
             self.announce(record, g);
@@ -285,12 +274,9 @@ impl Reclaim {
         }
     }
 
-    /// Sum of all threads' length deltas.
-    pub fn len(&self) -> i64 {
-        // Relaxed: see `add_len`; a sum of counters publishes nothing.
-        let mut sum = 0i64;
-        self.threads.for_each(|r| sum = sum.wrapping_add(r.len_delta.load(Ordering::Relaxed) as i64));
-        sum
+    /// Visit every thread's record (for the length, `map/len.rs`).
+    pub fn for_each_record(&self, f: impl FnMut(&ThreadRecord)) {
+        self.threads.for_each(f)
     }
 
     /// The publisher's half of the Dekker pair, before scanning. False if
@@ -532,7 +518,7 @@ pub(crate) mod tests {
 /// Loom models of hazard 4 with the real `Core` and `Reclaim`.
 #[cfg(all(test, loom))]
 mod loom_model {
-    use crate::map_core::Core;
+    use crate::map::state::Core;
     use crate::raw::index::Index;
     use crate::raw::markers::Markers;
     use loom::sync::Arc;
@@ -593,7 +579,7 @@ mod loom_model {
     /// The invariant the scan relies on: a thread never announces a
     /// generation newer than the index it then loads. With the generation
     /// loaded Relaxed (`--cfg dlht_plant="generation_relaxed"`, the code
-    /// before issue 7) the asymmetric protocol's announcement, a plain
+    /// once had) the asymmetric protocol's announcement, a plain
     /// store, orders nothing: the reader can see generation 2 and still
     /// load index 1, and a scan would free index 1 under it. (In the
     /// symmetric protocol the announcing SeqCst store hides the bug.)

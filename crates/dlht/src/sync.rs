@@ -10,6 +10,18 @@ pub(crate) use std::sync::atomic::{fence, AtomicPtr, AtomicU64, AtomicUsize};
 
 pub(crate) use std::sync::atomic::Ordering;
 
+/// A compiler-only fence: it orders nothing between threads, so loom has
+/// nothing to model (the asymmetric protocol's hardware side is a
+/// membarrier, which loom cannot model either; see `reclaim`).
+pub(crate) use core::sync::atomic::compiler_fence;
+
+/// Atomics kept outside loom's model on purpose: process-wide statistics
+/// that order nothing, and that a static must hold (loom's atomics cannot
+/// be built in a const).
+pub(crate) mod unmodelled {
+    pub(crate) use core::sync::atomic::AtomicUsize;
+}
+
 /// The mutex of the retired-index list: loom's under loom, so that a model
 /// thread waiting for it lets the holder run (and its synchronization is
 /// modelled, as the real mutex's is).

@@ -1,5 +1,5 @@
 //! Hashers that misbehave: ones that call back into the map, and ones that
-//! panic (issue 7, items 3.2 and 3.3). The map must neither read a freed
+//! panic. The map must neither read a freed
 //! index nor wedge: re-entry outside a resize works, re-entry or a panic
 //! during a transfer aborts the process with a clear message, and a panic
 //! anywhere else leaves the map usable.

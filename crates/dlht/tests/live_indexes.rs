@@ -1,4 +1,4 @@
-//! Replaced indexes are freed promptly (issue 7, item 3.4), watched through
+//! Replaced indexes are freed promptly, watched through
 //! the process-wide count of live indexes rather than through a map (whose
 //! `stats()` once collected before reporting, hiding that the publisher of
 //! a resize never freed the index it retired: with one thread, 36 MiB of
@@ -6,7 +6,7 @@
 //! so no other map's indexes are counted.
 #![cfg(not(loom))]
 
-use dlht::raw::index::live_indexes;
+use dlht::internals::live_indexes;
 use dlht::{LocalMap, Map};
 
 #[test]

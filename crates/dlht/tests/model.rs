@@ -4,7 +4,7 @@
 //! own marker words (which must behave as ordinary keys).
 #![cfg(not(loom))]
 
-use dlht::raw::markers::Markers;
+use dlht::internals::marker_words;
 use dlht::{LocalMap, Map, Modulo, Stats};
 use proptest::prelude::*;
 use std::collections::HashMap;
@@ -22,8 +22,8 @@ enum Op {
 /// Keys: a small dense range (many collisions and reuse), the extremes, the
 /// markers of the Modulo hasher, and wide random words.
 fn key_strategy() -> impl Strategy<Value = u64> {
-    let m = Markers::for_hash(|w| w);
-    let special = vec![0, 1, u64::MAX, u64::MAX - 1, m.dead(0), m.dead(1), m.pending(0), m.pending(1)];
+    let mut special = vec![0, 1, u64::MAX, u64::MAX - 1];
+    special.extend(marker_words(|w| w));
     prop_oneof![
         4 => 0u64..64,
         2 => proptest::sample::select(special),
@@ -161,9 +161,9 @@ fn grow_check(m: &impl ModelMap) {
 
 #[test]
 fn marker_words_are_ordinary_keys() {
-    let mk = Markers::for_hash(|w| w);
+    let [d0, d1, p0, p1] = marker_words(|w| w);
     let m = Map::<u64, u64, Modulo>::with_capacity_and_hasher(1, Modulo);
-    let keys = [mk.dead(0), mk.dead(1), mk.pending(0), mk.pending(1), 0, u64::MAX];
+    let keys = [d0, d1, p0, p1, 0, u64::MAX];
     for (i, &k) in keys.iter().enumerate() {
         assert_eq!(m.insert(k, i as u64), Ok(()), "key {k:#x}");
     }

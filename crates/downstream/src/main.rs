@@ -1,4 +1,4 @@
-//! Regression check for the fat-LTO miscompile of issue 7: with a
+//! Regression check for the fat-LTO miscompile dlht once had: with a
 //! hand-written `cmpxchg16b`, `lto = "fat"` + `codegen-units = 1` let LLVM
 //! put the slot pointer in rbx, which the asm swapped out for the new key,
 //! so the first resize CASed at a key-valued address (SIGSEGV).

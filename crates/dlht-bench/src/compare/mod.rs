@@ -16,7 +16,7 @@ use crate::harness::limit::{self, Line, Probe};
 use crate::harness::machine::Machine;
 use crate::harness::{self, Step};
 use crate::with_system;
-use dlht::raw::alloc::ZeroedArray;
+use dlht::internals::ZeroedArray;
 use indicatif::{ProgressBar, ProgressStyle};
 use report::{Measurement, Run, Series, SystemLatency, LIMIT_PLAIN, LIMIT_PREFETCHED};
 use std::cell::Cell;

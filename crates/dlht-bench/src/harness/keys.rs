@@ -1,4 +1,4 @@
-//! Key streams for timed loops (issue 8).
+//! Key streams for timed loops.
 //!
 //! The studies once re-seeded each call of a timed closure from the chain
 //! the closure itself drew from (`seed = splitmix(seed)`, then `x = seed`

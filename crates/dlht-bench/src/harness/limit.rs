@@ -3,7 +3,7 @@
 //! measured through the same harness as every system.
 
 use crate::harness::{self, Worker};
-use dlht::raw::alloc::ZeroedArray;
+use dlht::internals::ZeroedArray;
 use std::hint::black_box;
 use std::time::Duration;
 

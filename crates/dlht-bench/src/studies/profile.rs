@@ -7,7 +7,7 @@
 use crate::harness::keys::KeyStream;
 use crate::harness::limit::{self, splitmix, Line};
 use crate::studies::baseline;
-use dlht::raw::alloc::ZeroedArray;
+use dlht::internals::ZeroedArray;
 use dlht::{LocalMap, Map};
 use std::hint::black_box;
 

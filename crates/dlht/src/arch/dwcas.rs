@@ -8,7 +8,7 @@
 //! native instruction on the other targets the crate supports. dlht used to
 //! issue `cmpxchg16b` through its own inline asm; fat LTO let LLVM allocate
 //! the slot pointer to rbx, which the asm swapped for the new key word
-//! (issue 7, `crates/lto-check`). Writing that asm correctly is the
+//! (reproduced by `crates/downstream` in the `release-lto` profile). Writing that asm correctly is the
 //! crate's job, and portable-atomic is the well-kept crate that does it.
 //!
 //! How the other accesses are made depends on the target (see

@@ -140,7 +140,7 @@ mod tests {
         // The index is allocated as zeroed memory; it must read as empty.
         // SAFETY: PrimaryBucket is atomics only, for which all-zero is valid.
         let b: PrimaryBucket = unsafe { core::mem::zeroed() };
-        assert_eq!(b.header.load(), super::super::header::Header(0));
+        assert_eq!(b.header.load(), super::super::header::Header::default());
         assert_eq!(b.link_meta.load().single(), None);
     }
 }

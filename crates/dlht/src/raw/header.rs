@@ -50,7 +50,7 @@ pub enum BinState {
 /// [`AtomicHeader`].
 #[derive(Clone, Copy, PartialEq, Eq, Default)]
 #[repr(transparent)]
-pub struct Header(pub u64);
+pub struct Header(u64);
 
 impl Header {
     /// Bits per slot state.

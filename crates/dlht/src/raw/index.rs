@@ -7,7 +7,7 @@ use super::link_meta::{LinkKind, LinkMeta, SlotHome};
 use super::markers::Markers;
 use super::threading::{fetch_add, Shared, Threading};
 use crate::error::Error;
-use crate::sync::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use crate::sync::{unmodelled, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use core::marker::PhantomData;
 
 /// Fewest bins an index has: two, so both bin parities exist (see markers).
@@ -60,7 +60,7 @@ pub struct Index {
     /// Position in the map's sequence of indexes (first is 1).
     pub generation: u64,
     /// The index this one is being transferred into (null before a resize).
-    pub next: AtomicPtr<Index>,
+    next: AtomicPtr<Index>,
     /// Resize coordination.
     pub resize: ResizeState,
     /// Under loom: a cell every model reader touches and the index's drop
@@ -69,7 +69,7 @@ pub struct Index {
     liveness: loom::cell::UnsafeCell<u8>,
 }
 
-#[cfg(loom)]
+#[cfg(all(test, loom))]
 impl Index {
     /// Read the liveness cell: a loom model's stand-in for reading the index.
     pub fn touch(&self) {
@@ -86,19 +86,19 @@ impl Drop for Index {
         // SAFETY: loom checks that no read races this write.
         self.liveness.with_mut(|p| unsafe { *p = 1 });
         // Relaxed: a statistic.
-        LIVE_INDEXES.fetch_sub(1, core::sync::atomic::Ordering::Relaxed);
+        LIVE_INDEXES.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
 /// Indexes allocated and not yet freed in this process, all maps together.
-/// A plain `core` atomic, outside loom's model on purpose: a statistic.
-static LIVE_INDEXES: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
+/// Outside loom's model on purpose: a statistic.
+static LIVE_INDEXES: unmodelled::AtomicUsize = unmodelled::AtomicUsize::new(0);
 
 /// Indexes allocated and not yet freed in this process (for tests that
 /// check reclamation without asking a map, which might collect).
 #[cfg(feature = "internals")]
 pub fn live_indexes() -> usize {
-    LIVE_INDEXES.load(core::sync::atomic::Ordering::Relaxed) // a statistic
+    LIVE_INDEXES.load(Ordering::Relaxed) // a statistic
 }
 
 impl Index {
@@ -118,7 +118,7 @@ impl Index {
         let bins_arr = unsafe { ZeroedArray::new_zeroed(bins, false)? };
         // SAFETY: as above.
         let links = unsafe { ZeroedArray::new_zeroed(link_hard, true)? };
-        LIVE_INDEXES.fetch_add(1, core::sync::atomic::Ordering::Relaxed); // a statistic
+        LIVE_INDEXES.fetch_add(1, Ordering::Relaxed); // a statistic
         Ok(Index {
             bins: bins_arr,
             mask: bins - 1,
@@ -186,6 +186,16 @@ impl Index {
     #[inline(always)]
     pub fn link_ptr(&self, l: u32) -> *const LinkBucket {
         self.links.ptr_at(l as usize)
+    }
+
+    /// R2: attach the index this one will be transferred into. The box is
+    /// leaked: whoever makes it current owns it from then on (the last
+    /// chunk's finisher, or a test). Release: its zeroed contents are
+    /// visible to whoever finds it through [`next_index`](Self::next_index).
+    pub fn attach_next(&self, next: Box<Index>) -> *mut Index {
+        let p = Box::into_raw(next);
+        self.next.store(p, Ordering::Release);
+        p
     }
 
     /// The next index, if a resize has allocated one. Acquire: pairs with the

@@ -14,10 +14,8 @@
 //! R4 The thread finishing the last chunk makes the next index current and
 //!    retires the old one (`reclaim`), freed once no thread can read it.
 
-pub mod transfer;
-
 use crate::error::Error;
-use crate::map_core::Core;
+use crate::map::state::Core;
 use crate::raw::index::{Index, MAX_BINS};
 use crate::raw::threading::Shared;
 use crate::reclaim::Guard;
@@ -76,21 +74,17 @@ pub fn grow(core: &Core, guard: &Guard<'_>, idx: &Index, hash: &dyn Fn(u64) -> u
         // AcqRel/Acquire: `phase` hands the allocator role over; the Acquire
         // side pairs with the Release stores below that end each phase.
         match idx.resize.phase.compare_exchange(IDLE, ALLOCATING, Ordering::AcqRel, Ordering::Acquire) {
-            Ok(_) => {
-                match next_index(idx) {
-                    Ok(next) => {
-                        // Release: the zeroed index is visible to whoever
-                        // loads `next` with Acquire.
-                        idx.next.store(Box::into_raw(Box::new(next)), Ordering::Release);
-                        idx.resize.phase.store(PUBLISHED, Ordering::Release);
-                        break;
-                    }
-                    Err(e) => {
-                        idx.resize.phase.store(IDLE, Ordering::Release);
-                        return Err(e);
-                    }
+            Ok(_) => match next_index(idx) {
+                Ok(next) => {
+                    idx.attach_next(Box::new(next));
+                    idx.resize.phase.store(PUBLISHED, Ordering::Release);
+                    break;
                 }
-            }
+                Err(e) => {
+                    idx.resize.phase.store(IDLE, Ordering::Release);
+                    return Err(e);
+                }
+            },
             Err(PUBLISHED) => break,
             Err(_) => backoff(&mut spins), // another thread is allocating
         }
@@ -113,7 +107,7 @@ fn help(core: &Core, idx: &Index, hash: &dyn Fn(u64) -> u64) {
         let last = (first + CHUNK_BINS).min(idx.bins());
         let mut copied = 0;
         for b in first..last {
-            copied += transfer::transfer_bin::<Shared>(idx, b, next, hash);
+            copied += crate::protocol::transfer::transfer_bin::<Shared>(idx, b, next, hash);
         }
         core.note_transferred(copied);
         // AcqRel: the last finisher must see every other chunk's transfer

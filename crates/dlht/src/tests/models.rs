@@ -1,15 +1,15 @@
 //! Loom models of the header protocol on a tiny index (two bins, keys in
 //! bin 0), every interleaving up to a preemption bound. Run with
-//! `RUSTFLAGS="--cfg loom" cargo test -p dlht --release --test loom`
+//! `RUSTFLAGS="--cfg loom" cargo test -p dlht --release --lib`
 //! (the README's test script does).
-#![cfg(loom)]
 
-use dlht::protocol::{get, insert, put, remove, transfer_bin, Inserted, Step};
-use dlht::raw::index::Index;
-use dlht::raw::markers::Markers;
-use dlht::raw::threading::Shared;
+use crate::protocol::insert::{insert, Inserted};
+use crate::protocol::transfer::transfer_bin;
+use crate::protocol::{get::get, put::put, remove::remove, Step};
+use crate::raw::index::{BinRef, Index};
+use crate::raw::markers::Markers;
+use crate::raw::threading::Shared;
 use loom::sync::Arc;
-use std::sync::atomic::Ordering;
 
 fn model(f: impl Fn() + Sync + Send + 'static) {
     let mut b = loom::model::Builder::new();
@@ -26,7 +26,7 @@ fn index(bins: usize) -> Arc<Index> {
 }
 
 /// Run a protocol from `idx`, following transferred bins (identity hash).
-fn drive<T>(idx: &Index, key: u64, op: impl Fn(&dlht::raw::index::BinRef<'_>) -> Step<T>) -> T {
+fn drive<T>(idx: &Index, key: u64, op: impl Fn(&BinRef<'_>) -> Step<T>) -> T {
     let mut idx = idx;
     loop {
         match op(&idx.bin(idx.bin_of(key))) {
@@ -144,8 +144,7 @@ fn race_with_transfer<T: Send + 'static>(
     model(move || {
         let old = index(2);
         ins(&old, K, 1);
-        let new = Box::into_raw(Box::new(Index::new(4, markers(), 2).unwrap()));
-        old.next.store(new, Ordering::Release);
+        let new = old.attach_next(Box::new(Index::new(4, markers(), 2).unwrap()));
         let o2 = old.clone();
         let t = loom::thread::spawn(move || race(&o2));
         // SAFETY: `new` stays allocated until both threads are done.

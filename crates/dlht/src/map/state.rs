@@ -4,7 +4,7 @@
 use crate::error::Error;
 use crate::raw::index::Index;
 use crate::raw::markers::Markers;
-use crate::reclaim::{Guard, Reclaim, ThreadRecord};
+use crate::reclaim::{Guard, Reclaim};
 use crate::sync::{AtomicPtr, AtomicU64, AtomicUsize, Mutex, Ordering};
 
 /// Shared state behind a map.
@@ -65,14 +65,6 @@ impl Core {
         unsafe { &*self.current.load(Ordering::SeqCst) }
     }
 
-    /// Run `f` inside the map (see [`pin`](Self::pin)) with the current
-    /// index and this thread's record.
-    #[inline(always)]
-    pub fn enter<R>(&self, f: impl FnOnce(&Index, &ThreadRecord) -> R) -> R {
-        let guard = self.pin();
-        f(self.current(&guard), guard.record())
-    }
-
     /// R4: make `next` current after `old` was fully transferred.
     pub fn publish(&self, old: &Index, next: &Index) {
         // Relaxed counters below: statistics; the chunk counter's AcqRel
@@ -114,8 +106,7 @@ impl Drop for Core {
         // here; retired ones are freed by Reclaim's Drop; `next` of the
         // current index is null (a resize completes within an operation).
         unsafe {
-            let next = (*cur).next.load(Ordering::Relaxed);
-            debug_assert!(next.is_null(), "dlht invariant: map dropped mid-resize");
+            debug_assert!((*cur).next_index().is_none(), "dlht invariant: map dropped mid-resize");
             drop(Box::from_raw(cur));
         }
     }

@@ -13,7 +13,7 @@
 //! updates the key while it is present with the value it expected: a
 //! correct put of the newer incarnation. Linearization: the successful CAS.
 
-use super::{find, settle, validate, Step};
+use super::{locate, Located, Step};
 use crate::raw::index::BinRef;
 use crate::raw::threading::Threading;
 
@@ -21,22 +21,11 @@ use crate::raw::threading::Threading;
 #[inline]
 pub fn put<T: Threading>(bin: &BinRef<'_, T>, key: u64, value: u64) -> Step<Option<u64>> {
     'restart: loop {
-        let mut h = bin.header(); // P1
-        if settle(bin, &mut h) {
-            return Step::Moved;
-        }
-        let (slot_i, mut old) = match find(bin, h, key) {
-            Some(found) => found,
-            None => {
-                if validate(bin, h) {
-                    return Step::Done(None); // P3
-                }
-                continue 'restart;
-            }
+        let (slot_i, mut old) = match locate(bin, key) {
+            Located::Moved => return Step::Moved,                // P1
+            Located::Absent => return Step::Done(None),          // P3
+            Located::Found { slot, value, .. } => (slot, value), // P2
         };
-        if !validate(bin, h) {
-            continue 'restart; // P2
-        }
         let slot = bin.slot(&mut None, slot_i);
         loop {
             match bin.dwcas(slot, (key, old), (key, value)) {

@@ -11,7 +11,7 @@
 //! put that read the slot earlier from CASing into a removed entry
 //! (hazard 1): after D4 the slot no longer holds (key, v).
 
-use super::{find, settle, validate, Step};
+use super::{locate, release_slot, Located, Step};
 use crate::raw::header::SlotState;
 use crate::raw::index::BinRef;
 use crate::raw::threading::Threading;
@@ -20,26 +20,17 @@ use crate::raw::threading::Threading;
 #[inline]
 pub fn remove<T: Threading>(bin: &BinRef<'_, T>, key: u64) -> Step<Option<u64>> {
     'restart: loop {
-        let mut h = bin.header(); // D1
-        if settle(bin, &mut h) {
-            return Step::Moved;
-        }
-        let (slot_i, mut old) = match find(bin, h, key) {
-            Some(found) => found,
-            None => {
-                if validate(bin, h) {
-                    return Step::Done(None); // D3
-                }
-                continue 'restart;
-            }
+        let found = locate(bin, key);
+        let (slot_i, mut old) = match found {
+            Located::Moved => return Step::Moved,                // D1
+            Located::Absent => return Step::Done(None),          // D3
+            Located::Found { slot, value, .. } => (slot, value), // D2
         };
-        if !validate(bin, h) {
-            continue 'restart; // D2
-        }
         // Planted bug (scripts/planted-bugs.sh): the paper's literal remove,
         // a header CAS only, which hazard 1 shows a put can race.
         #[cfg(dlht_plant = "remove_header_only")]
         {
+            let Located::Found { h, .. } = found else { unreachable!() };
             if bin.cas_header(h, h.with_slot(slot_i, SlotState::Invalid)).is_ok() {
                 return Step::Done(Some(old));
             }
@@ -62,22 +53,5 @@ pub fn remove<T: Threading>(bin: &BinRef<'_, T>, key: u64) -> Step<Option<u64>> 
         }
         release_slot(bin, slot_i, SlotState::Valid);
         return Step::Done(Some(old));
-    }
-}
-
-/// D5 (and insert's release): move slot `i` from `from` to Invalid. Only the
-/// caller can change this slot's state now, so this retries only across
-/// other slots' changes; it gives up if a transfer took the bin.
-pub(crate) fn release_slot<T: Threading>(bin: &BinRef<'_, T>, i: usize, from: SlotState) {
-    let mut h = bin.header();
-    loop {
-        if !h.is_no_transfer() {
-            return;
-        }
-        debug_assert_eq!(h.slot(i), from, "dlht invariant: releasing a slot we do not own");
-        match bin.cas_header(h, h.with_slot(i, SlotState::Invalid)) {
-            Ok(()) => return,
-            Err(found) => h = found,
-        }
     }
 }

@@ -10,7 +10,7 @@
 //!    it succeeds no put can succeed here any more: the copy is final.
 //! T3 store DoneTransfer: operations now go to the next index.
 
-use crate::ops::insert::link_needed;
+use super::link_needed;
 use crate::raw::header::{BinState, SlotState};
 use crate::raw::index::{Claimant, Index};
 use crate::raw::threading::Threading;

@@ -23,11 +23,9 @@
 //! slot, and every insert of the same key either saw it at I2 or fails its
 //! own I6 and finds it on rescan.
 
-use super::remove::release_slot;
-use super::{scan, settle, validate, wait_pending, Scan, Step};
+use super::{link_needed, release_slot, scan, settle, validate, wait_pending, Scan, Step};
 use crate::raw::header::SlotState;
 use crate::raw::index::{BinRef, Claimant};
-use crate::raw::link_meta::{LinkKind, SlotHome};
 use crate::raw::threading::Threading;
 
 /// Result of a finished insert.
@@ -121,15 +119,4 @@ pub fn insert<T: Threading>(bin: &BinRef<'_, T>, key: u64, value: u64) -> Step<I
             }
         };
     }
-}
-
-/// The link a slot's bucket needs before it can be claimed, if not chained.
-#[inline]
-pub(crate) fn link_needed<T: Threading>(bin: &BinRef<'_, T>, slot: usize) -> Option<LinkKind> {
-    let kind = match SlotHome::of(slot) {
-        SlotHome::Primary(_) => return None,
-        SlotHome::Single(_) => LinkKind::Single,
-        SlotHome::Pair(..) => LinkKind::Pair,
-    };
-    bin.bucket.link_meta.load().get(kind).is_none().then_some(kind)
 }

@@ -2,7 +2,9 @@
 //!
 //! Each returns a [`Step`]: done, or "this bin was transferred: go to the
 //! next index", or (insert only) "this index must grow". The map-level
-//! driver (`map.rs`) follows `next` pointers and runs resizes.
+//! driver (`driver.rs`, with `map/` and `local.rs`) follows `next`
+//! pointers and runs resizes; `transfer.rs` moves one bin into the next
+//! index for the resize protocol (`resize/`).
 //!
 //! Slot contents while the header says Valid (markers: `raw::markers`):
 //!
@@ -16,11 +18,12 @@ pub mod get;
 pub mod insert;
 pub mod put;
 pub mod remove;
+pub mod transfer;
 
 use crate::raw::header::SLOTS_PER_BIN;
 use crate::raw::header::{BinState, Header, SlotMask, SlotState};
 use crate::raw::index::BinRef;
-use crate::raw::link_meta::{LinkMeta, SINGLE_FIRST};
+use crate::raw::link_meta::{LinkKind, LinkMeta, SlotHome, SINGLE_FIRST};
 use crate::raw::threading::Threading;
 use crate::sync::{backoff, fence, Ordering};
 
@@ -128,6 +131,73 @@ pub fn find<T: Threading>(bin: &BinRef<'_, T>, h: Header, key: u64) -> Option<(u
 pub fn validate<T: Threading>(bin: &BinRef<'_, T>, h: Header) -> bool {
     fence(Ordering::Acquire);
     bin.bucket.header.load_validate() == h
+}
+
+/// Where [`locate`] found a key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Located {
+    /// The bin was transferred: retry in the next index.
+    Moved,
+    /// Not live in the bin (validated).
+    Absent,
+    /// Live in logical slot `slot` with `value`, under header `h`
+    /// (validated: the pair was read from one live incarnation).
+    Found {
+        /// The header the read was validated against.
+        h: Header,
+        /// Logical slot.
+        slot: usize,
+        /// Value word read.
+        value: u64,
+    },
+}
+
+/// The opening that put and remove share (P1–P3, D1–D3): read the header,
+/// settle a transfer, find the key, and validate the read, retrying until
+/// a validated answer.
+#[inline(always)]
+pub fn locate<T: Threading>(bin: &BinRef<'_, T>, key: u64) -> Located {
+    loop {
+        let mut h = bin.header();
+        if settle(bin, &mut h) {
+            return Located::Moved;
+        }
+        let found = find(bin, h, key);
+        if validate(bin, h) {
+            return match found {
+                Some((slot, value)) => Located::Found { h, slot, value },
+                None => Located::Absent,
+            };
+        }
+    }
+}
+
+/// D5 (and insert's release): move slot `i` from `from` to Invalid. Only the
+/// caller can change this slot's state now, so this retries only across
+/// other slots' changes; it gives up if a transfer took the bin.
+pub(crate) fn release_slot<T: Threading>(bin: &BinRef<'_, T>, i: usize, from: SlotState) {
+    let mut h = bin.header();
+    loop {
+        if !h.is_no_transfer() {
+            return;
+        }
+        debug_assert_eq!(h.slot(i), from, "dlht invariant: releasing a slot we do not own");
+        match bin.cas_header(h, h.with_slot(i, SlotState::Invalid)) {
+            Ok(()) => return,
+            Err(found) => h = found,
+        }
+    }
+}
+
+/// The link a slot's bucket needs before it can be claimed, if not chained.
+#[inline]
+pub(crate) fn link_needed<T: Threading>(bin: &BinRef<'_, T>, slot: usize) -> Option<LinkKind> {
+    let kind = match SlotHome::of(slot) {
+        SlotHome::Primary(_) => return None,
+        SlotHome::Single(_) => LinkKind::Single,
+        SlotHome::Pair(..) => LinkKind::Pair,
+    };
+    bin.bucket.link_meta.load().get(kind).is_none().then_some(kind)
 }
 
 /// Wait while the bin is InTransfer. Returns true if the bin is (now)

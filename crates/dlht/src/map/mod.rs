@@ -1,13 +1,14 @@
 //! The public concurrent map (Inlined mode).
 
-use crate::api::{self, KeyValue, Runner, DEFAULT_BINS};
-use crate::batch::{self, Request, Response, StopOn};
+pub(crate) mod len;
+pub(crate) mod state;
+
+use crate::batch::{Request, Response, StopOn};
+use crate::driver::{self, Front, KeyValue, Runner, DEFAULT_BINS};
 use crate::error::Error;
 use crate::hash::DefaultHashBuilder;
-use crate::inline::Inline;
-use crate::map_core::Core;
-use crate::ops::insert::Inserted;
-use crate::ops::Step;
+use crate::map::state::Core;
+use crate::protocol::Step;
 use crate::raw::index::{BinRef, Index};
 use crate::raw::markers::Markers;
 use crate::raw::threading::Shared;
@@ -15,6 +16,7 @@ use crate::reclaim::Guard;
 use crate::resize;
 use crate::stats::Stats;
 use crate::sync::backoff;
+use crate::word::Inline;
 use core::fmt;
 use core::hash::BuildHasher;
 use core::marker::PhantomData;
@@ -111,7 +113,7 @@ impl<K: Inline, V: Inline, S: BuildHasher> Map<K, V, S> {
 
     /// An empty map for `n` keys using `hasher`, or why it cannot be made.
     pub fn try_with_capacity_and_hasher(n: usize, hasher: S) -> Result<Self, Error> {
-        Self::build(api::bins_for(n)?, hasher)
+        Self::build(driver::bins_for(n)?, hasher)
     }
 
     fn build(bins: usize, hasher: S) -> Result<Self, Error> {
@@ -124,18 +126,6 @@ impl<K: Inline, V: Inline, S: BuildHasher> Map<K, V, S> {
         &self.hasher
     }
 
-    #[inline(always)]
-    fn hash_word(&self, w: u64) -> u64 {
-        self.hasher.hash_one(w)
-    }
-
-    /// Enter the map once (announcing this thread, see `reclaim`) for `f`.
-    #[inline(always)]
-    fn session<R>(&self, f: impl FnOnce(&Session<'_, K, V, S>) -> R) -> R {
-        let guard = self.core.pin();
-        f(&Session { map: self, index: self.core.current(&guard), guard: &guard })
-    }
-
     /// The value of `key`, if present.
     ///
     /// ```
@@ -146,9 +136,7 @@ impl<K: Inline, V: Inline, S: BuildHasher> Map<K, V, S> {
     /// ```
     #[inline]
     pub fn get(&self, key: &K) -> Option<V> {
-        let k = key.into_word();
-        let h = self.hash_word(k);
-        self.session(|s| api::get(s, h, k)).map(V::from_word)
+        driver::get(self, key)
     }
 
     /// True if `key` is present.
@@ -170,18 +158,13 @@ impl<K: Inline, V: Inline, S: BuildHasher> Map<K, V, S> {
     /// ```
     #[inline]
     pub fn insert(&self, key: K, value: V) -> Result<(), V> {
-        self.try_insert(key, value).unwrap_or_else(|e| panic!("dlht: {e}"))
+        driver::or_panic(driver::try_insert(self, key, value))
     }
 
     /// Like [`insert`](Self::insert), but a failure to grow the index is
     /// returned as an error; the map is then unchanged.
     pub fn try_insert(&self, key: K, value: V) -> Result<Result<(), V>, Error> {
-        let (k, v) = (key.into_word(), value.into_word());
-        let h = self.hash_word(k);
-        Ok(match self.session(|s| api::insert(s, h, k, v))? {
-            Inserted::New => Ok(()),
-            Inserted::Exists(old) => Err(V::from_word(old)),
-        })
+        driver::try_insert(self, key, value)
     }
 
     /// Replace the value of a present `key`, returning the old value; if
@@ -196,9 +179,7 @@ impl<K: Inline, V: Inline, S: BuildHasher> Map<K, V, S> {
     /// ```
     #[inline]
     pub fn put(&self, key: K, value: V) -> Option<V> {
-        let (k, v) = (key.into_word(), value.into_word());
-        let h = self.hash_word(k);
-        self.session(|s| api::put(s, h, k, v)).map(V::from_word)
+        driver::put(self, key, value)
     }
 
     /// Remove `key`, returning its value. The slot is reusable at once.
@@ -211,9 +192,7 @@ impl<K: Inline, V: Inline, S: BuildHasher> Map<K, V, S> {
     /// ```
     #[inline]
     pub fn remove(&self, key: &K) -> Option<V> {
-        let k = key.into_word();
-        let h = self.hash_word(k);
-        self.session(|s| api::remove(s, h, k)).map(V::from_word)
+        driver::remove(self, key)
     }
 
     /// Insert or overwrite: the old value if `key` was present.
@@ -228,14 +207,12 @@ impl<K: Inline, V: Inline, S: BuildHasher> Map<K, V, S> {
     /// ```
     #[inline]
     pub fn upsert(&self, key: K, value: V) -> Option<V> {
-        self.try_upsert(key, value).unwrap_or_else(|e| panic!("dlht: {e}"))
+        driver::or_panic(driver::try_upsert(self, key, value))
     }
 
     /// Like [`upsert`](Self::upsert), returning growth failure as an error.
     pub fn try_upsert(&self, key: K, value: V) -> Result<Option<V>, Error> {
-        let (k, v) = (key.into_word(), value.into_word());
-        let h = self.hash_word(k);
-        Ok(self.session(|s| api::upsert(s, h, k, v))?.map(V::from_word))
+        driver::try_upsert(self, key, value)
     }
 
     /// Run a batch of mixed requests in order, with the memory accesses of
@@ -261,7 +238,7 @@ impl<K: Inline, V: Inline, S: BuildHasher> Map<K, V, S> {
         responses: &mut [Response<V>],
         stop: StopOn,
     ) -> Result<usize, Error> {
-        self.session(|s| batch::execute(s, || s.index, |w| self.hash_word(w), requests, responses, stop))
+        driver::batch(self, requests, responses, stop)
     }
 
     /// Get many keys at once, prefetching ahead: `out[i]` receives the value
@@ -275,7 +252,7 @@ impl<K: Inline, V: Inline, S: BuildHasher> Map<K, V, S> {
     /// assert_eq!(out, [Some(30), None]);
     /// ```
     pub fn get_many(&self, keys: &[K], out: &mut [Option<V>]) -> Result<(), Error> {
-        self.session(|s| batch::get_many(s, || s.index, |w| self.hash_word(w), keys, out))
+        driver::get_many(self, keys, out)
     }
 
     /// Prefetch the bin of `key` into the cache, for callers that interleave
@@ -288,8 +265,7 @@ impl<K: Inline, V: Inline, S: BuildHasher> Map<K, V, S> {
     /// ```
     #[inline]
     pub fn prefetch(&self, key: &K) {
-        let hash = self.hash_word(key.into_word());
-        self.core.enter(|idx, _| crate::arch::prefetch(idx.bin_ptr(idx.bin_of(hash))));
+        driver::prefetch(self, key)
     }
 
     /// Enter and leave the map without doing anything: the per-operation
@@ -298,13 +274,14 @@ impl<K: Inline, V: Inline, S: BuildHasher> Map<K, V, S> {
     #[doc(hidden)]
     #[inline(never)]
     pub fn enter_leave(&self) {
-        self.core.enter(|idx, _| core::hint::black_box(idx.bins()));
+        let guard = self.core.pin();
+        core::hint::black_box(self.core.current(&guard).bins());
     }
 
     /// Number of keys. Exact when no operation is in flight; otherwise some
     /// value the count passed through recently.
     pub fn len(&self) -> usize {
-        self.core.reclaim.len().max(0) as usize
+        len::sum(&self.core.reclaim)
     }
 
     /// True if the map holds no key (see [`len`](Self::len)).
@@ -315,19 +292,41 @@ impl<K: Inline, V: Inline, S: BuildHasher> Map<K, V, S> {
     /// Slots inserts may use before the index must grow: three per bin plus
     /// four per link bucket. A map usually grows at 55–75% of it.
     pub fn capacity(&self) -> usize {
-        self.core.enter(|idx, _| idx.slot_capacity())
+        let guard = self.core.pin();
+        self.core.current(&guard).slot_capacity()
     }
 
     /// A snapshot of the index's shape and occupancy (scans the index).
     pub fn stats(&self) -> Stats {
-        self.core.enter(|idx, _| {
-            Stats::of(idx, self.core.resizes(), self.core.occupancy_at_resize(), self.core.reclaim.pending())
-        })
+        let guard = self.core.pin();
+        let idx = self.core.current(&guard);
+        Stats::of(idx, self.core.resizes(), self.core.occupancy_at_resize(), self.core.reclaim.pending())
+    }
+}
+
+impl<K: Inline, V: Inline, S: BuildHasher> Front for Map<K, V, S> {
+    type K = K;
+    type V = V;
+    type Inside<'a>
+        = Session<'a, K, V, S>
+    where
+        Self: 'a;
+
+    #[inline(always)]
+    fn hash_word(&self, w: u64) -> u64 {
+        self.hasher.hash_one(w)
+    }
+
+    /// Enter the map once (announcing this thread, see `reclaim`) for `f`.
+    #[inline(always)]
+    fn enter<X>(&self, f: impl FnOnce(&Session<'_, K, V, S>) -> X) -> X {
+        let guard = self.core.pin();
+        f(&Session { map: self, index: self.core.current(&guard), guard: &guard })
     }
 }
 
 /// A thread inside a map: the index it entered with, and its record.
-struct Session<'m, K, V, S> {
+pub(crate) struct Session<'m, K, V, S> {
     map: &'m Map<K, V, S>,
     index: &'m Index,
     guard: &'m Guard<'m>,
@@ -335,6 +334,13 @@ struct Session<'m, K, V, S> {
 
 impl<K: Inline, V: Inline, S: BuildHasher> Runner for Session<'_, K, V, S> {
     type T = Shared;
+
+    /// The index this thread entered with: it stays allocated while the
+    /// session's guard lives, and a batch follows transfers from it.
+    #[inline(always)]
+    fn current(&self) -> &Index {
+        self.index
+    }
 
     /// Follow transferred bins to the next index; grow the index (helping
     /// any resize under way) when an insert finds it full.
@@ -353,7 +359,7 @@ impl<K: Inline, V: Inline, S: BuildHasher> Runner for Session<'_, K, V, S> {
                 Step::Done(r) => {
                     let d = len_delta(&r);
                     if d != 0 {
-                        self.guard.record().add_len(d); // gets and puts skip this store
+                        self.guard.record().len.add(d); // gets and puts skip this store
                     }
                     return Ok(r);
                 }
@@ -362,7 +368,7 @@ impl<K: Inline, V: Inline, S: BuildHasher> Runner for Session<'_, K, V, S> {
                 }
                 Step::Full => {
                     let map = self.map;
-                    api::check_separable(&bin, hash, |w| map.hash_word(w))?;
+                    driver::check_separable(&bin, hash, |w| map.hash_word(w))?;
                     resize::grow(&map.core, self.guard, idx, &|w| map.hash_word(w))?;
                     // Other helpers may still hold our bin's chunk.
                     backoff(&mut spins);
@@ -374,6 +380,6 @@ impl<K: Inline, V: Inline, S: BuildHasher> Runner for Session<'_, K, V, S> {
 
 impl<K, V, S> fmt::Debug for Map<K, V, S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Map").field("len", &self.core.reclaim.len()).finish_non_exhaustive()
+        f.debug_struct("Map").field("len", &len::sum(&self.core.reclaim)).finish_non_exhaustive()
     }
 }

@@ -1,0 +1,251 @@
+//! What [`Map`](crate::Map) and [`LocalMap`](crate::LocalMap) share, in two
+//! layers:
+//! - the typed operations every public method forwards to (word encoding,
+//!   hashing before the map is entered, result mapping), written once over
+//!   a [`Front`];
+//! - the word-level operations, written once over a [`Runner`], which knows
+//!   how to run a per-bin protocol on its kind of index (following
+//!   transfers, growing when full).
+//!
+//! Adding an operation touches its protocol file, this driver, the batch
+//! enums and the public methods.
+
+use crate::batch::{self, Request, Response, StopOn};
+use crate::error::Error;
+use crate::protocol::insert::Inserted;
+use crate::protocol::{self, Step};
+use crate::raw::header::{SlotState, SLOTS_PER_BIN};
+use crate::raw::index::{BinRef, Index, MAX_BINS, MIN_BINS};
+use crate::raw::threading::Threading;
+use crate::word::Inline;
+
+/// Keys per bin a table is sized for by `with_capacity(n)`: with uniform
+/// hashing about 7% of bins then need a link bucket, well under the
+/// one-in-eight that exist, so `n` inserts rarely resize.
+const KEYS_PER_BIN_AT_CAPACITY: f64 = 1.5;
+
+/// Bins of a map from `new()`.
+pub(crate) const DEFAULT_BINS: usize = 16;
+
+/// Marker for a map's key and value types: invariant in both (they appear
+/// as argument and as result), and no auto-trait inference from K and V
+/// (Send and Sync are decided by hand).
+pub(crate) type KeyValue<K, V> = fn(K, V) -> (K, V);
+
+/// A map as its public methods see it: its key and value types, how a
+/// key's word is hashed, and how to enter it to run word-level operations.
+pub(crate) trait Front {
+    /// Key type.
+    type K: Inline;
+    /// Value type.
+    type V: Inline;
+    /// What runs the protocols once inside the map.
+    type Inside<'a>: Runner
+    where
+        Self: 'a;
+
+    /// Hash a key's word. User code: the typed operations call it before
+    /// entering the map, so a hasher that calls back in holds no index.
+    fn hash_word(&self, w: u64) -> u64;
+
+    /// Enter the map for `f` (a `Map` announces this thread until `f`
+    /// returns; see `reclaim`).
+    fn enter<X>(&self, f: impl FnOnce(&Self::Inside<'_>) -> X) -> X;
+}
+
+/// A key's word and its hash.
+#[inline(always)]
+fn word_and_hash<F: Front>(f: &F, key: &F::K) -> (u64, u64) {
+    let k = key.into_word();
+    (k, f.hash_word(k))
+}
+
+/// The public form of an insert's outcome: `Err` carries the value there.
+#[inline(always)]
+pub(crate) fn inserted<V: Inline>(i: Inserted) -> Result<(), V> {
+    match i {
+        Inserted::New => Ok(()),
+        Inserted::Exists(old) => Err(V::from_word(old)),
+    }
+}
+
+/// The infallible forms of `try_insert` and `try_upsert`: a failure to grow
+/// the index is a panic there.
+#[inline(always)]
+pub(crate) fn or_panic<T>(r: Result<T, Error>) -> T {
+    r.unwrap_or_else(|e| panic!("dlht: {e}"))
+}
+
+/// `get`.
+#[inline(always)]
+pub(crate) fn get<F: Front>(f: &F, key: &F::K) -> Option<F::V> {
+    let (k, h) = word_and_hash(f, key);
+    f.enter(|r| get_word(r, h, k)).map(F::V::from_word)
+}
+
+/// `try_insert`.
+#[inline(always)]
+pub(crate) fn try_insert<F: Front>(f: &F, key: F::K, value: F::V) -> Result<Result<(), F::V>, Error> {
+    let ((k, h), v) = (word_and_hash(f, &key), value.into_word());
+    f.enter(|r| insert_word(r, h, k, v)).map(inserted)
+}
+
+/// `put`.
+#[inline(always)]
+pub(crate) fn put<F: Front>(f: &F, key: F::K, value: F::V) -> Option<F::V> {
+    let ((k, h), v) = (word_and_hash(f, &key), value.into_word());
+    f.enter(|r| put_word(r, h, k, v)).map(F::V::from_word)
+}
+
+/// `remove`.
+#[inline(always)]
+pub(crate) fn remove<F: Front>(f: &F, key: &F::K) -> Option<F::V> {
+    let (k, h) = word_and_hash(f, key);
+    f.enter(|r| remove_word(r, h, k)).map(F::V::from_word)
+}
+
+/// `try_upsert`.
+#[inline(always)]
+pub(crate) fn try_upsert<F: Front>(f: &F, key: F::K, value: F::V) -> Result<Option<F::V>, Error> {
+    let ((k, h), v) = (word_and_hash(f, &key), value.into_word());
+    Ok(f.enter(|r| upsert_word(r, h, k, v))?.map(F::V::from_word))
+}
+
+/// `batch`: the map is entered once for the whole batch.
+pub(crate) fn batch<F: Front>(
+    f: &F,
+    requests: &[Request<F::K, F::V>],
+    responses: &mut [Response<F::V>],
+    stop: StopOn,
+) -> Result<usize, Error> {
+    f.enter(|r| batch::execute(r, |w| f.hash_word(w), requests, responses, stop))
+}
+
+/// `get_many`: the map is entered once for all the keys.
+pub(crate) fn get_many<F: Front>(f: &F, keys: &[F::K], out: &mut [Option<F::V>]) -> Result<(), Error> {
+    f.enter(|r| batch::get_many(r, |w| f.hash_word(w), keys, out))
+}
+
+/// `prefetch`: start loading the primary bucket of `key`'s bin.
+#[inline(always)]
+pub(crate) fn prefetch<F: Front>(f: &F, key: &F::K) {
+    let (_, h) = word_and_hash(f, key);
+    f.enter(|r| {
+        let idx = r.current();
+        crate::arch::prefetch(idx.bin_ptr(idx.bin_of(h)));
+    })
+}
+
+/// Runs per-bin protocols for one map, from the index it currently uses.
+pub(crate) trait Runner {
+    /// How the index is shared.
+    type T: Threading;
+
+    /// Run `op` on the bin of `hash` until it is done; `len_delta` says how
+    /// its result changes the number of keys.
+    fn run<X>(
+        &self,
+        hash: u64,
+        op: impl FnMut(&BinRef<'_, Self::T>) -> Step<X>,
+        len_delta: impl Fn(&X) -> i64,
+    ) -> Result<X, Error>;
+
+    /// The index the next operation starts from (asked again at every step
+    /// of a batch: a single-thread map may have grown meanwhile).
+    fn current(&self) -> &Index;
+}
+
+/// Get on words.
+#[inline(always)]
+pub(crate) fn get_word<R: Runner>(r: &R, hash: u64, k: u64) -> Option<u64> {
+    r.run(hash, |bin| protocol::get::get(bin, k), |_| 0).expect("dlht invariant: get never grows")
+}
+
+/// Insert-if-absent on words.
+#[inline(always)]
+pub(crate) fn insert_word<R: Runner>(r: &R, hash: u64, k: u64, v: u64) -> Result<Inserted, Error> {
+    r.run(hash, |bin| protocol::insert::insert(bin, k, v), |r| (*r == Inserted::New) as i64)
+}
+
+/// Put on words.
+#[inline(always)]
+pub(crate) fn put_word<R: Runner>(r: &R, hash: u64, k: u64, v: u64) -> Option<u64> {
+    r.run(hash, |bin| protocol::put::put(bin, k, v), |_| 0).expect("dlht invariant: put never grows")
+}
+
+/// Remove on words.
+#[inline(always)]
+pub(crate) fn remove_word<R: Runner>(r: &R, hash: u64, k: u64) -> Option<u64> {
+    r.run(hash, |bin| protocol::remove::remove(bin, k), |r| -(r.is_some() as i64))
+        .expect("dlht invariant: remove never grows")
+}
+
+/// Upsert on words: put, else insert, until one succeeds. Each attempt
+/// linearizes at the put or insert that succeeds.
+#[inline]
+pub(crate) fn upsert_word<R: Runner>(r: &R, hash: u64, k: u64, v: u64) -> Result<Option<u64>, Error> {
+    loop {
+        if let Some(old) = put_word(r, hash, k, v) {
+            return Ok(Some(old));
+        }
+        if insert_word(r, hash, k, v)? == Inserted::New {
+            return Ok(None);
+        }
+        // Inserted by another thread meanwhile: put again.
+    }
+}
+
+/// Bins for a map sized for `n` keys.
+pub(crate) fn bins_for(n: usize) -> Result<usize, Error> {
+    let want = (n as f64 / KEYS_PER_BIN_AT_CAPACITY).ceil();
+    if want > MAX_BINS as f64 {
+        return Err(Error::CapacityOverflow);
+    }
+    Ok((want as usize).max(MIN_BINS).next_power_of_two())
+}
+
+/// Before growing because `bin` is full: a bin full of live keys that all
+/// agree with `hash` in every bit an index can use will never be split by
+/// growing, so report it instead of growing forever.
+///
+/// The keys are copied out before the hasher runs: it is user code and may
+/// call back into the map, and a nested insert that grows a `LocalMap`
+/// frees the index this bin lies in.
+pub(crate) fn check_separable<T: Threading>(
+    bin: &BinRef<'_, T>,
+    hash: u64,
+    hash_word: impl Fn(u64) -> u64,
+) -> Result<(), Error> {
+    let h = bin.header();
+    if h.first_invalid().is_some() {
+        return Ok(()); // link buckets ran out: growing helps
+    }
+    let mut lm = None;
+    let mut keys = [0u64; SLOTS_PER_BIN];
+    let mut n = 0;
+    for i in h.slots_in(SlotState::Valid) {
+        keys[n] = bin.slot(&mut lm, i).load_key();
+        n += 1;
+    }
+    let bits = (MAX_BINS - 1) as u64;
+    let all_same = keys[..n].iter().all(|&k| hash_word(k) & bits == hash & bits);
+    if all_same {
+        Err(Error::BinOverflow)
+    } else {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bins_for_sizes() {
+        assert_eq!(bins_for(0).unwrap(), 2);
+        assert_eq!(bins_for(1).unwrap(), 2);
+        assert_eq!(bins_for(1536).unwrap(), 1024);
+        assert_eq!(bins_for(1537).unwrap(), 2048);
+        assert!(bins_for(usize::MAX).is_err());
+    }
+}

@@ -1,0 +1,33 @@
+//! The length of a [`Map`](crate::Map): one counter per thread, summed on
+//! demand. Each thread's share lives in its reclamation record, which
+//! every operation holds already, so counting an insert or a remove costs
+//! one store to a line in this thread's cache and no shared write.
+//! Reclamation carries the share but never reads it.
+
+use crate::reclaim::Reclaim;
+use crate::sync::{AtomicU64, Ordering};
+
+/// Inserts minus removes by one thread (wrapping, as i64 bits).
+#[derive(Default)]
+pub struct LenShare(AtomicU64);
+
+impl LenShare {
+    /// Count a key inserted (+1) or removed (-1) by the owning thread.
+    #[inline]
+    pub fn add(&self, delta: i64) {
+        // Relaxed load+store: only the owning thread writes this word;
+        // readers sum it and tolerate staleness (len is exact when quiescent).
+        let v = self.0.load(Ordering::Relaxed);
+        self.0.store(v.wrapping_add(delta as u64), Ordering::Relaxed);
+    }
+}
+
+/// The number of keys: the sum of every thread's share. Exact when no
+/// operation is in flight; otherwise some value the count passed through
+/// recently (each share is read once, at some point of the sum).
+pub fn sum(reclaim: &Reclaim) -> usize {
+    let mut sum = 0i64;
+    // Relaxed: a sum of counters publishes nothing.
+    reclaim.for_each_record(|r| sum = sum.wrapping_add(r.len.0.load(Ordering::Relaxed) as i64));
+    sum.max(0) as usize
+}

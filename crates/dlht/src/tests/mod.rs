@@ -1,0 +1,4 @@
+//! In-crate tests that need the crate's internals: the loom models of the
+//! per-bin protocols.
+
+mod models;
