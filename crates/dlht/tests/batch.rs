@@ -7,11 +7,10 @@
 mod common;
 
 use common::lin::{check, Call, Clock, Event, Verdict};
-use common::Rng;
-use dlht::{Error, LocalMap, Map, Modulo, Request, Response, StopOn};
+use common::{with_maps, with_shared_maps, MapUnderTest, Rng};
+use dlht::{Error, LocalMap, Map, Request, Response, StopOn};
 use proptest::prelude::*;
 use std::collections::HashMap;
-use std::hash::BuildHasher;
 use std::sync::Mutex;
 
 type Req = Request<u64, u64>;
@@ -46,29 +45,6 @@ fn expected(model: &mut HashMap<u64, u64>, reqs: &[Req], stop: StopOn) -> (Vec<R
     (out, reqs.len())
 }
 
-trait Batched {
-    fn run_batch(&self, reqs: &[Req], out: &mut [Resp], stop: StopOn) -> Result<usize, Error>;
-    fn many(&self, keys: &[u64], out: &mut [Option<u64>]) -> Result<(), Error>;
-}
-
-impl<S: BuildHasher> Batched for Map<u64, u64, S> {
-    fn run_batch(&self, reqs: &[Req], out: &mut [Resp], stop: StopOn) -> Result<usize, Error> {
-        self.batch(reqs, out, stop)
-    }
-    fn many(&self, keys: &[u64], out: &mut [Option<u64>]) -> Result<(), Error> {
-        self.get_many(keys, out)
-    }
-}
-
-impl<S: BuildHasher> Batched for LocalMap<u64, u64, S> {
-    fn run_batch(&self, reqs: &[Req], out: &mut [Resp], stop: StopOn) -> Result<usize, Error> {
-        self.batch(reqs, out, stop)
-    }
-    fn many(&self, keys: &[u64], out: &mut [Option<u64>]) -> Result<(), Error> {
-        self.get_many(keys, out)
-    }
-}
-
 fn request() -> impl Strategy<Value = Req> {
     // A small key domain: duplicates inside one batch are common.
     let k = prop_oneof![0u64..24, Just(u64::MAX), 1_000u64..1_400];
@@ -82,20 +58,20 @@ fn request() -> impl Strategy<Value = Req> {
     ]
 }
 
-fn check_batches(map: &impl Batched, batches: &[(Vec<Req>, bool)]) {
+fn check_batches(name: &str, map: &dyn MapUnderTest, batches: &[(Vec<Req>, bool)]) {
     let mut model = HashMap::new();
     for (n, (reqs, stop)) in batches.iter().enumerate() {
         let stop = if *stop { StopOn::Failure } else { StopOn::Never };
         let (want, ran) = expected(&mut model, reqs, stop);
         let mut out = vec![Response::Get(Some(99)); reqs.len()]; // garbage in
-        assert_eq!(map.run_batch(reqs, &mut out, stop), Ok(ran), "batch {n}");
-        assert_eq!(out, want, "batch {n}: {reqs:?}");
+        assert_eq!(map.batch(reqs, &mut out, stop), Ok(ran), "{name}, batch {n}");
+        assert_eq!(out, want, "{name}, batch {n}: {reqs:?}");
     }
     let keys: Vec<u64> = (0..24).chain(1_000..1_400).chain([u64::MAX]).collect();
     let mut got = vec![None; keys.len()];
-    map.many(&keys, &mut got).unwrap();
+    map.get_many(&keys, &mut got).unwrap();
     for (k, g) in keys.iter().zip(got) {
-        assert_eq!(g, model.get(k).copied(), "key {k}");
+        assert_eq!(g, model.get(k).copied(), "{name}, key {k}");
     }
 }
 
@@ -106,19 +82,10 @@ fn batches() -> impl Strategy<Value = Vec<(Vec<Req>, bool)>> {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
 
+    /// Every configuration of the matrix (`common::with_maps`).
     #[test]
     fn batches_equal_one_by_one(b in batches()) {
-        check_batches(&Map::<u64, u64>::with_capacity(1), &b);
-    }
-
-    #[test]
-    fn batches_equal_one_by_one_modulo(b in batches()) {
-        check_batches(&Map::<u64, u64, Modulo>::with_capacity_and_hasher(1, Modulo), &b);
-    }
-
-    #[test]
-    fn local_batches_equal_one_by_one(b in batches()) {
-        check_batches(&LocalMap::<u64, u64>::with_capacity(1), &b);
+        with_maps(|name, build| check_batches(name, &*build(1), &b));
     }
 }
 
@@ -184,75 +151,79 @@ fn mismatched_buffers_are_a_clear_error_and_change_nothing() {
 #[test]
 fn large_batches_with_resizes_inside() {
     // Batches far longer than the prefetch window, growing the index as they go.
-    for map in [&Map::<u64, u64>::with_capacity(1) as &dyn Batched, &LocalMap::<u64, u64>::with_capacity(1)] {
+    with_maps(|name, build| {
+        let map = build(1);
         let reqs: Vec<Req> = (0..50_000u64).map(|k| Request::Insert(k, k * 3)).collect();
         let mut out = vec![Response::NotExecuted; reqs.len()];
-        assert_eq!(map.run_batch(&reqs, &mut out, StopOn::Failure), Ok(reqs.len()));
+        assert_eq!(map.batch(&reqs, &mut out, StopOn::Failure), Ok(reqs.len()), "{name}");
         let keys: Vec<u64> = (0..50_001).collect();
         let mut got = vec![None; keys.len()];
-        map.many(&keys, &mut got).unwrap();
-        assert!(got[..50_000].iter().enumerate().all(|(k, g)| *g == Some(k as u64 * 3)));
-        assert_eq!(got[50_000], None);
-    }
+        map.get_many(&keys, &mut got).unwrap();
+        assert!(got[..50_000].iter().enumerate().all(|(k, g)| *g == Some(k as u64 * 3)), "{name}");
+        assert_eq!(got[50_000], None, "{name}");
+    });
 }
 
 #[test]
 fn batched_clients_are_linearizable_under_resizes() {
     // Each request of a batch is given the batch's interval: weaker than the
     // in-order guarantee (checked by the model tests above) but sound.
-    for round in 0..4u64 {
-        let map = Map::<u64, u64>::with_capacity(1);
-        let clock = Clock::default();
-        let events = Mutex::new(Vec::new());
-        std::thread::scope(|s| {
-            for t in 0..3u64 {
-                let (map, clock, events) = (&map, &clock, &events);
-                s.spawn(move || {
-                    let mut rng = Rng(0x5EED ^ ((t + 1) * 0x9E37_79B9) ^ round);
-                    let mut mine = Vec::new();
-                    for _ in 0..600 {
-                        let len = 1 + rng.below(8) as usize;
-                        let reqs: Vec<Req> = (0..len)
-                            .map(|_| {
-                                let (k, v) = (rng.below(6), 1 + rng.below(2));
-                                match rng.below(5) {
-                                    0 => Request::Get(k),
-                                    1 => Request::Insert(k, v),
-                                    2 => Request::Put(k, v),
-                                    3 => Request::Remove(k),
-                                    _ => Request::Upsert(k, v),
-                                }
-                            })
-                            .collect();
-                        let mut out = vec![Response::NotExecuted; len];
-                        let invoked = clock.tick();
-                        map.batch(&reqs, &mut out, StopOn::Never).unwrap();
-                        let returned = clock.tick();
-                        for (r, o) in reqs.iter().zip(&out) {
-                            let call = match (*r, *o) {
-                                (Request::Get(_), Response::Get(x)) => Call::Get(x),
-                                (Request::Insert(_, v), Response::Insert(x)) => Call::Insert(v, x),
-                                (Request::Put(_, v), Response::Put(x)) => Call::Put(v, x),
-                                (Request::Remove(_), Response::Remove(x)) => Call::Remove(x),
-                                (Request::Upsert(_, v), Response::Upsert(x)) => Call::Upsert(v, x),
-                                other => panic!("response does not match request: {other:?}"),
-                            };
-                            mine.push(Event { key: r.key(), call, invoked, returned });
+    with_shared_maps(|name, build| {
+        for round in 0..2u64 {
+            let map = build(1);
+            let map = &*map;
+            let clock = Clock::default();
+            let events = Mutex::new(Vec::new());
+            std::thread::scope(|s| {
+                for t in 0..3u64 {
+                    let (map, clock, events) = (&map, &clock, &events);
+                    s.spawn(move || {
+                        let mut rng = Rng(0x5EED ^ ((t + 1) * 0x9E37_79B9) ^ round);
+                        let mut mine = Vec::new();
+                        for _ in 0..600 {
+                            let len = 1 + rng.below(8) as usize;
+                            let reqs: Vec<Req> = (0..len)
+                                .map(|_| {
+                                    let (k, v) = (rng.below(6), 1 + rng.below(2));
+                                    match rng.below(5) {
+                                        0 => Request::Get(k),
+                                        1 => Request::Insert(k, v),
+                                        2 => Request::Put(k, v),
+                                        3 => Request::Remove(k),
+                                        _ => Request::Upsert(k, v),
+                                    }
+                                })
+                                .collect();
+                            let mut out = vec![Response::NotExecuted; len];
+                            let invoked = clock.tick();
+                            map.batch(&reqs, &mut out, StopOn::Never).unwrap();
+                            let returned = clock.tick();
+                            for (r, o) in reqs.iter().zip(&out) {
+                                let call = match (*r, *o) {
+                                    (Request::Get(_), Response::Get(x)) => Call::Get(x),
+                                    (Request::Insert(_, v), Response::Insert(x)) => Call::Insert(v, x),
+                                    (Request::Put(_, v), Response::Put(x)) => Call::Put(v, x),
+                                    (Request::Remove(_), Response::Remove(x)) => Call::Remove(x),
+                                    (Request::Upsert(_, v), Response::Upsert(x)) => Call::Upsert(v, x),
+                                    other => panic!("response does not match request: {other:?}"),
+                                };
+                                mine.push(Event { key: r.key(), call, invoked, returned });
+                            }
                         }
-                    }
-                    events.lock().unwrap().extend(mine);
-                });
-            }
-            s.spawn(|| {
-                for k in 0..30_000u64 {
-                    map.insert(1_000_000 + k, k).unwrap();
+                        events.lock().unwrap().extend(mine);
+                    });
                 }
+                s.spawn(move || {
+                    for k in 0..30_000u64 {
+                        map.insert(1_000_000 + k, k).unwrap();
+                    }
+                });
             });
-        });
-        assert!(map.stats().resizes >= 3);
-        let events = events.into_inner().unwrap();
-        if let Verdict::Violation { key, history } = check(&events, &HashMap::new()) {
-            panic!("key {key} not linearizable: {history:?}");
+            assert!(map.stats().resizes >= 3, "{name}");
+            let events = events.into_inner().unwrap();
+            if let Verdict::Violation { key, history } = check(&events, &HashMap::new()) {
+                panic!("{name}: key {key} not linearizable: {history:?}");
+            }
         }
-    }
+    });
 }

@@ -5,41 +5,12 @@
 mod common;
 
 use common::lin::{check, check_key, Call, Clock, Event, Verdict};
-use common::Rng;
-use dlht::{Map, Modulo};
+use common::{with_shared_maps, Ops, Rng};
 use std::collections::HashMap;
-use std::hash::BuildHasher;
 use std::sync::{Barrier, Mutex};
 
-/// The operations the harness drives: implemented by dlht and by a broken map.
-pub trait TestMap: Sync {
-    fn get(&self, k: u64) -> Option<u64>;
-    fn insert(&self, k: u64, v: u64) -> Result<(), u64>;
-    fn put(&self, k: u64, v: u64) -> Option<u64>;
-    fn remove(&self, k: u64) -> Option<u64>;
-    fn upsert(&self, k: u64, v: u64) -> Option<u64>;
-}
-
-impl<S: BuildHasher + Sync> TestMap for Map<u64, u64, S> {
-    fn get(&self, k: u64) -> Option<u64> {
-        Map::get(self, &k)
-    }
-    fn insert(&self, k: u64, v: u64) -> Result<(), u64> {
-        Map::insert(self, k, v)
-    }
-    fn put(&self, k: u64, v: u64) -> Option<u64> {
-        Map::put(self, k, v)
-    }
-    fn remove(&self, k: u64) -> Option<u64> {
-        Map::remove(self, &k)
-    }
-    fn upsert(&self, k: u64, v: u64) -> Option<u64> {
-        Map::upsert(self, k, v)
-    }
-}
-
 /// One recorded operation on `map`.
-fn record<M: TestMap + ?Sized>(map: &M, clock: &Clock, rng: &mut Rng, key: u64, values: u64) -> Event {
+fn record<M: Ops + ?Sized>(map: &M, clock: &Clock, rng: &mut Rng, key: u64, values: u64) -> Event {
     let v = 1 + rng.below(values);
     let op = rng.below(10);
     let invoked = clock.tick();
@@ -57,7 +28,7 @@ fn record<M: TestMap + ?Sized>(map: &M, clock: &Clock, rng: &mut Rng, key: u64, 
 /// Run `threads` workers on `hot` keys (values drawn from 1..=values, a tiny
 /// domain so equal-contents reuse — hazard 2 — actually happens), while
 /// `fillers` threads insert fresh keys to force resizes. Returns the history.
-fn run_history<M: TestMap>(
+fn run_history<M: Ops + Sync + ?Sized>(
     map: &M,
     threads: usize,
     fillers: usize,
@@ -93,33 +64,37 @@ fn run_history<M: TestMap>(
     events.into_inner().unwrap()
 }
 
-fn assert_linearizable(events: &[Event]) {
+fn assert_linearizable(name: &str, events: &[Event]) {
     if let Verdict::Violation { key, history } = check(events, &HashMap::new()) {
         let lines: Vec<String> =
             history.iter().map(|e| format!("  [{:>6},{:>6}] {:?}", e.invoked, e.returned, e.call)).collect();
-        panic!("history of key {key} is not linearizable:\n{}", lines.join("\n"));
+        panic!("{name}: history of key {key} is not linearizable:\n{}", lines.join("\n"));
     }
 }
 
 #[test]
 fn dlht_histories_are_linearizable_under_resizes() {
-    for round in 0..6u64 {
-        let map = Map::<u64, u64>::with_capacity(1);
-        let events = run_history(&map, 3, 1, 4000, 6, 2, 0xD1 + round);
-        assert!(map.stats().resizes >= 3, "resizes were forced");
-        assert_linearizable(&events);
-    }
+    with_shared_maps(|name, build| {
+        for round in 0..3u64 {
+            let map = build(1);
+            let events = run_history(&*map, 3, 1, 4000, 6, 2, 0xD1 + round);
+            assert!(map.stats().resizes >= 3, "{name}: resizes were forced");
+            assert_linearizable(name, &events);
+        }
+    });
 }
 
 #[test]
 fn dlht_histories_are_linearizable_one_bin_hot_spot() {
-    // Modulo hashing with keys 0,2,4,.. of one parity piles them into few
-    // bins: maximal header contention, slot reuse and link chaining.
-    for round in 0..6u64 {
-        let map = Map::<u64, u64, Modulo>::with_capacity_and_hasher(1, Modulo);
-        let events = run_history(&map, 4, 1, 3000, 8, 2, 0xBEEF + round);
-        assert_linearizable(&events);
-    }
+    // Few hot keys and four threads: maximal header contention and slot
+    // reuse; under Modulo hashing the eight keys share two bins.
+    with_shared_maps(|name, build| {
+        for round in 0..3u64 {
+            let map = build(1);
+            let events = run_history(&*map, 4, 1, 3000, 8, 2, 0xBEEF + round);
+            assert_linearizable(name, &events);
+        }
+    });
 }
 
 /// A map that is wrong under concurrency: insert checks and then inserts in
@@ -130,7 +105,7 @@ struct CheckThenActMap {
     gap: Option<Barrier>,
 }
 
-impl TestMap for CheckThenActMap {
+impl Ops for CheckThenActMap {
     fn get(&self, k: u64) -> Option<u64> {
         self.inner.lock().unwrap().get(&k).copied()
     }

@@ -4,11 +4,13 @@
 //! own marker words (which must behave as ordinary keys).
 #![cfg(not(loom))]
 
+mod common;
+
+use common::{with_maps, MapUnderTest};
 use dlht::internals::marker_words;
-use dlht::{LocalMap, Map, Modulo, Stats};
+use dlht::{Map, Modulo};
 use proptest::prelude::*;
 use std::collections::HashMap;
-use std::hash::BuildHasher;
 
 #[derive(Clone, Debug)]
 enum Op {
@@ -43,53 +45,11 @@ fn op_strategy() -> impl Strategy<Value = Op> {
     ]
 }
 
-/// The operations both map types offer, for one model harness.
-#[allow(clippy::len_without_is_empty)]
-pub trait ModelMap {
-    fn get(&self, k: &u64) -> Option<u64>;
-    fn insert(&self, k: u64, v: u64) -> Result<(), u64>;
-    fn put(&self, k: u64, v: u64) -> Option<u64>;
-    fn remove(&self, k: &u64) -> Option<u64>;
-    fn upsert(&self, k: u64, v: u64) -> Option<u64>;
-    fn len(&self) -> usize;
-    fn stats(&self) -> Stats;
-}
-
-macro_rules! model_map {
-    ($t:ident) => {
-        impl<S: BuildHasher> ModelMap for $t<u64, u64, S> {
-            fn get(&self, k: &u64) -> Option<u64> {
-                $t::get(self, k)
-            }
-            fn insert(&self, k: u64, v: u64) -> Result<(), u64> {
-                $t::insert(self, k, v)
-            }
-            fn put(&self, k: u64, v: u64) -> Option<u64> {
-                $t::put(self, k, v)
-            }
-            fn remove(&self, k: &u64) -> Option<u64> {
-                $t::remove(self, k)
-            }
-            fn upsert(&self, k: u64, v: u64) -> Option<u64> {
-                $t::upsert(self, k, v)
-            }
-            fn len(&self) -> usize {
-                $t::len(self)
-            }
-            fn stats(&self) -> Stats {
-                $t::stats(self)
-            }
-        }
-    };
-}
-model_map!(Map);
-model_map!(LocalMap);
-
-fn run_model(map: &impl ModelMap, ops: &[Op]) {
+fn run_model(name: &str, map: &dyn MapUnderTest, ops: &[Op]) {
     let mut model: HashMap<u64, u64> = HashMap::new();
     for (i, op) in ops.iter().enumerate() {
         match *op {
-            Op::Get(k) => assert_eq!(map.get(&k), model.get(&k).copied(), "op {i}: {op:?}"),
+            Op::Get(k) => assert_eq!(map.get(k), model.get(&k).copied(), "{name}, op {i}: {op:?}"),
             Op::Insert(k, v) => {
                 let want = match model.get(&k) {
                     Some(&old) => Err(old),
@@ -98,54 +58,43 @@ fn run_model(map: &impl ModelMap, ops: &[Op]) {
                         Ok(())
                     }
                 };
-                assert_eq!(map.insert(k, v), want, "op {i}: {op:?}");
+                assert_eq!(map.insert(k, v), want, "{name}, op {i}: {op:?}");
             }
             Op::Put(k, v) => {
                 let want = model.get_mut(&k).map(|slot| std::mem::replace(slot, v));
-                assert_eq!(map.put(k, v), want, "op {i}: {op:?}");
+                assert_eq!(map.put(k, v), want, "{name}, op {i}: {op:?}");
             }
-            Op::Remove(k) => assert_eq!(map.remove(&k), model.remove(&k), "op {i}: {op:?}"),
-            Op::Upsert(k, v) => assert_eq!(map.upsert(k, v), model.insert(k, v), "op {i}: {op:?}"),
+            Op::Remove(k) => assert_eq!(map.remove(k), model.remove(&k), "{name}, op {i}: {op:?}"),
+            Op::Upsert(k, v) => assert_eq!(map.upsert(k, v), model.insert(k, v), "{name}, op {i}: {op:?}"),
         }
-        assert_eq!(map.len(), model.len(), "len after op {i}");
+        assert_eq!(map.len(), model.len(), "{name}, len after op {i}");
     }
     for (k, v) in &model {
-        assert_eq!(map.get(k), Some(*v), "final content of {k}");
+        assert_eq!(map.get(*k), Some(*v), "{name}, final content of {k}");
     }
-    assert_eq!(map.stats().occupied_slots, model.len());
+    assert_eq!(map.stats().occupied_slots, model.len(), "{name}");
 }
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
+    /// Every configuration of the matrix (`common::with_maps`): Map and
+    /// LocalMap, both hashers, default and one-bin transfer chunks.
     #[test]
-    fn matches_hashmap_default_hasher(ops in proptest::collection::vec(op_strategy(), 1..3000)) {
-        run_model(&Map::<u64, u64>::with_capacity(1), &ops);
-    }
-
-    #[test]
-    fn matches_hashmap_modulo_hasher(ops in proptest::collection::vec(op_strategy(), 1..3000)) {
-        run_model(&Map::<u64, u64, Modulo>::with_capacity_and_hasher(1, Modulo), &ops);
-    }
-
-    #[test]
-    fn single_thread_mode_matches_hashmap(ops in proptest::collection::vec(op_strategy(), 1..3000)) {
-        run_model(&LocalMap::<u64, u64>::with_capacity(1), &ops);
-    }
-
-    #[test]
-    fn single_thread_mode_matches_hashmap_modulo(ops in proptest::collection::vec(op_strategy(), 1..3000)) {
-        run_model(&LocalMap::<u64, u64, Modulo>::with_capacity_and_hasher(1, Modulo), &ops);
+    fn every_map_matches_hashmap(ops in proptest::collection::vec(op_strategy(), 1..3000)) {
+        with_maps(|name, build| run_model(name, &*build(1), &ops));
     }
 }
 
 #[test]
 fn grows_through_many_resizes_and_keeps_everything() {
-    grow_check(&Map::<u64, u64>::with_capacity(1));
-    grow_check(&LocalMap::<u64, u64>::with_capacity(1));
+    with_maps(|name, build| {
+        eprintln!("{name}");
+        grow_check(&*build(1));
+    });
 }
 
-fn grow_check(m: &impl ModelMap) {
+fn grow_check(m: &dyn MapUnderTest) {
     let n = 300_000u64;
     for i in 0..n {
         assert_eq!(m.insert(i.wrapping_mul(0x9E37_79B9_7F4A_7C15), i), Ok(()));
@@ -154,7 +103,7 @@ fn grow_check(m: &impl ModelMap) {
     assert!(s.resizes >= 5, "{s:?}");
     assert_eq!(s.occupied_slots, n as usize);
     for i in 0..n {
-        assert_eq!(m.get(&i.wrapping_mul(0x9E37_79B9_7F4A_7C15)), Some(i));
+        assert_eq!(m.get(i.wrapping_mul(0x9E37_79B9_7F4A_7C15)), Some(i));
     }
     assert_eq!(s.indexes_awaiting_free, 0, "old indexes are freed");
 }
@@ -232,4 +181,25 @@ fn maps_are_send_and_sync() {
     fn check<T: Send + Sync>() {}
     check::<Map<u64, u64>>();
     check::<Map<*const u8, usize, Modulo>>();
+}
+
+/// The matrix's small-chunk configurations really transfer in many chunks:
+/// one per bin of every replaced index, where the default chunk moves a
+/// small index in one.
+#[test]
+fn small_transfer_chunks_split_every_resize() {
+    let chunked = Map::<u64, u64>::with_capacity(1).with_transfer_chunk(common::SMALL_CHUNK);
+    let plain = Map::<u64, u64>::with_capacity(1);
+    let (mut bins_replaced, mut bins, mut capacity) = (0, chunked.stats().bins, chunked.capacity());
+    for k in 0..20_000u64 {
+        chunked.insert(k, k).unwrap();
+        if chunked.capacity() != capacity {
+            bins_replaced += bins;
+            (bins, capacity) = (chunked.stats().bins, chunked.capacity());
+        }
+        plain.insert(k, k).unwrap();
+    }
+    assert!(chunked.stats().resizes >= 3);
+    assert_eq!(chunked.transfer_chunks(), bins_replaced);
+    assert_eq!(plain.transfer_chunks(), plain.stats().resizes);
 }

@@ -7,10 +7,8 @@
 
 mod common;
 
-use common::Rng;
-use dlht::{Map, Modulo};
+use common::{with_shared_maps, MapUnderTest, Rng};
 use std::collections::HashMap;
-use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// `n` times `DLHT_STRESS_SCALE` (default 1; fractions such as 0.1 make the
@@ -26,7 +24,7 @@ fn value_for(key: u64, version: u64) -> u64 {
     key.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ version << 1
 }
 
-fn stress<S: BuildHasher + Sync>(map: &Map<u64, u64, S>, writers: u64, readers: u64, keys_per_writer: u64) {
+fn stress(map: &(dyn MapUnderTest + Sync), writers: u64, readers: u64, keys_per_writer: u64) {
     let stable = 2_000u64; // present from the start, never removed
     for k in 0..stable {
         map.insert(u64::MAX - k, value_for(u64::MAX - k, 0)).unwrap();
@@ -40,9 +38,9 @@ fn stress<S: BuildHasher + Sync>(map: &Map<u64, u64, S>, writers: u64, readers: 
                 let mut hits = 0u64;
                 while !stop.load(Ordering::Relaxed) {
                     let k = u64::MAX - rng.next() % stable;
-                    assert_eq!(map.get(&k), Some(value_for(k, 0)), "a stable key vanished during a resize");
+                    assert_eq!(map.get(k), Some(value_for(k, 0)), "a stable key vanished during a resize");
                     let any = rng.next() % (writers * keys_per_writer);
-                    if let Some(v) = map.get(&any) {
+                    if let Some(v) = map.get(any) {
                         // Any version, but it must be this key's value.
                         let d = v ^ value_for(any, 0);
                         assert!(d & 1 == 0 && d >> 41 == 0, "value {v:#x} of another key read for {any}");
@@ -66,7 +64,7 @@ fn stress<S: BuildHasher + Sync>(map: &Map<u64, u64, S>, writers: u64, readers: 
                         let j = (rng.next() % (i + 1)) * writers + w;
                         version += 1;
                         match rng.next() % 3 {
-                            0 => assert_eq!(map.remove(&j), mine.remove(&j)),
+                            0 => assert_eq!(map.remove(j), mine.remove(&j)),
                             1 => {
                                 let nv = value_for(j, version);
                                 let want = mine.get_mut(&j).map(|s| std::mem::replace(s, nv));
@@ -93,49 +91,47 @@ fn stress<S: BuildHasher + Sync>(map: &Map<u64, u64, S>, writers: u64, readers: 
     for (w, rec) in records.iter().enumerate() {
         for i in 0..keys_per_writer {
             let k = i * writers + w as u64;
-            assert_eq!(map.get(&k), rec.get(&k).copied(), "key {k}");
+            assert_eq!(map.get(k), rec.get(&k).copied(), "key {k}");
         }
     }
     assert!(stats.resizes >= 4, "the table grew many times: {stats:?}");
 }
 
 #[test]
-fn resize_stress_default_hasher() {
-    let map = Map::<u64, u64>::with_capacity(1);
-    stress(&map, 3, 2, scaled(40_000));
-}
-
-#[test]
-fn resize_stress_modulo_hasher() {
-    let map = Map::<u64, u64, Modulo>::with_capacity_and_hasher(1, Modulo);
-    stress(&map, 2, 2, scaled(40_000));
+fn resize_stress() {
+    with_shared_maps(|name, build| {
+        eprintln!("{name}");
+        stress(&*build(1), 2, 2, scaled(20_000));
+    });
 }
 
 #[test]
 fn concurrent_same_key_inserts_have_one_winner() {
     // Hazard 3: racing inserts of the same keys; exactly one succeeds per key.
-    // (Before the pending-slot re-read in `ops::scan`, about 4% of rounds
+    // (Before the pending-slot re-read in `protocol::scan`, about 4% of rounds
     // produced a duplicate.)
-    for round in 0..scaled(200) {
-        let map = Map::<u64, u64>::with_capacity(1);
-        let wins: Vec<Vec<u64>> = std::thread::scope(|s| {
-            let hs: Vec<_> = (0..4u64)
-                .map(|t| {
-                    let map = &map;
-                    s.spawn(move || {
-                        (0..2000u64).filter(|&k| map.insert(k + round, t).is_ok()).collect::<Vec<_>>()
+    with_shared_maps(|name, build| {
+        for round in 0..scaled(50) {
+            let map = build(1);
+            let map = &*map;
+            let wins: Vec<Vec<u64>> = std::thread::scope(|s| {
+                let hs: Vec<_> = (0..4u64)
+                    .map(|t| {
+                        s.spawn(move || {
+                            (0..2000u64).filter(|&k| map.insert(k + round, t).is_ok()).collect::<Vec<_>>()
+                        })
                     })
-                })
-                .collect();
-            hs.into_iter().map(|h| h.join().unwrap()).collect()
-        });
-        let total: usize = wins.iter().map(|w| w.len()).sum();
-        assert_eq!(total, 2000, "each key inserted exactly once");
-        for (t, w) in wins.iter().enumerate() {
-            for &k in w {
-                assert_eq!(map.get(&(k + round)), Some(t as u64));
+                    .collect();
+                hs.into_iter().map(|h| h.join().unwrap()).collect()
+            });
+            let total: usize = wins.iter().map(|w| w.len()).sum();
+            assert_eq!(total, 2000, "{name}: each key inserted exactly once");
+            for (t, w) in wins.iter().enumerate() {
+                for &k in w {
+                    assert_eq!(map.get(k + round), Some(t as u64), "{name}");
+                }
             }
+            assert_eq!(map.stats().occupied_slots, 2000, "{name}");
         }
-        assert_eq!(map.stats().occupied_slots, 2000);
-    }
+    });
 }

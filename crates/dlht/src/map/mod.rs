@@ -268,6 +268,23 @@ impl<K: Inline, V: Inline, S: BuildHasher> Map<K, V, S> {
         driver::prefetch(self, key)
     }
 
+    /// This map with resizes transferred in chunks of `bins` bins (at least
+    /// 1) instead of the default, so tests can make small indexes transfer
+    /// in many chunks, with helpers (feature `internals`).
+    #[cfg(feature = "internals")]
+    #[doc(hidden)]
+    pub fn with_transfer_chunk(mut self, bins: usize) -> Self {
+        self.core.set_chunk_bins(bins);
+        self
+    }
+
+    /// Transfer chunks completed over all resizes (feature `internals`).
+    #[cfg(feature = "internals")]
+    #[doc(hidden)]
+    pub fn transfer_chunks(&self) -> usize {
+        self.core.chunks()
+    }
+
     /// Enter and leave the map without doing anything: the per-operation
     /// cost of index reclamation, for benchmarks (feature `internals`).
     #[cfg(feature = "internals")]

@@ -15,8 +15,12 @@ pub struct Core {
     pub(crate) reclaim: Reclaim,
     resizes: AtomicUsize,
     transferred: AtomicUsize,
+    /// Transfer chunks completed, over all resizes (a statistic).
+    chunks: AtomicUsize,
     /// Occupancy (keys / insert-usable slots) of each index when it was replaced.
     occupancy_at_resize: Mutex<Vec<f64>>,
+    /// Bins per transfer chunk (`resize`).
+    chunk_bins: usize,
 }
 
 impl Core {
@@ -39,7 +43,9 @@ impl Core {
             reclaim,
             resizes: AtomicUsize::new(0),
             transferred: AtomicUsize::new(0),
+            chunks: AtomicUsize::new(0),
             occupancy_at_resize: Mutex::new(Vec::new()),
+            chunk_bins: crate::resize::CHUNK_BINS,
         })
     }
 
@@ -82,9 +88,29 @@ impl Core {
         unsafe { self.reclaim.retire(old_ptr) };
     }
 
-    /// Count keys copied by a transfer (for the occupancy statistic).
-    pub fn note_transferred(&self, n: usize) {
-        self.transferred.fetch_add(n, Ordering::Relaxed); // a statistic
+    /// Count a finished transfer chunk and the keys it copied (for the
+    /// occupancy statistic).
+    pub fn note_chunk(&self, keys: usize) {
+        self.transferred.fetch_add(keys, Ordering::Relaxed); // a statistic
+        self.chunks.fetch_add(1, Ordering::Relaxed); // a statistic
+    }
+
+    /// Transfer chunks completed, over all resizes.
+    #[cfg(feature = "internals")]
+    pub fn chunks(&self) -> usize {
+        self.chunks.load(Ordering::Relaxed) // a statistic
+    }
+
+    /// Bins per transfer chunk.
+    #[inline]
+    pub fn chunk_bins(&self) -> usize {
+        self.chunk_bins
+    }
+
+    /// Set the bins per transfer chunk (at least 1), before the map is shared.
+    #[cfg(any(test, feature = "internals"))]
+    pub fn set_chunk_bins(&mut self, bins: usize) {
+        self.chunk_bins = bins.max(1);
     }
 
     /// Resizes completed.

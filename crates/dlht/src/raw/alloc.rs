@@ -101,6 +101,9 @@ impl<T> ZeroedArray<T> {
     }
 
     /// Loom build: every element constructed by `Default`.
+    ///
+    /// # Safety
+    /// As for the real build: all-zero must be a valid `T`.
     #[cfg(loom)]
     pub unsafe fn new_zeroed(len: usize, _reserve_only: bool) -> Result<Self, Error>
     where

@@ -21,7 +21,8 @@ use crate::raw::threading::Shared;
 use crate::reclaim::Guard;
 use crate::sync::{backoff, Ordering};
 
-/// Bins per transfer chunk.
+/// Bins per transfer chunk (a map's default; tests set smaller chunks so
+/// that small indexes transfer in many chunks, with helpers).
 pub const CHUNK_BINS: usize = 16 * 1024;
 
 const IDLE: usize = 0;
@@ -96,20 +97,21 @@ pub fn grow(core: &Core, guard: &Guard<'_>, idx: &Index, hash: &dyn Fn(u64) -> u
 /// R3–R4: transfer chunks of `idx` into its next index until none is left.
 fn help(core: &Core, idx: &Index, hash: &dyn Fn(u64) -> u64) {
     let Some(next) = idx.next_index() else { return };
-    let chunks = idx.bins().div_ceil(CHUNK_BINS);
+    let chunk_bins = core.chunk_bins();
+    let chunks = idx.bins().div_ceil(chunk_bins);
     loop {
         // Relaxed: chunk numbers only need to be distinct.
         let c = idx.resize.next_chunk.fetch_add(1, Ordering::Relaxed);
         if c >= chunks {
             return;
         }
-        let first = c * CHUNK_BINS;
-        let last = (first + CHUNK_BINS).min(idx.bins());
+        let first = c * chunk_bins;
+        let last = (first + chunk_bins).min(idx.bins());
         let mut copied = 0;
         for b in first..last {
             copied += crate::protocol::transfer::transfer_bin::<Shared>(idx, b, next, hash);
         }
-        core.note_transferred(copied);
+        core.note_chunk(copied);
         // AcqRel: the last finisher must see every other chunk's transfer
         // before it publishes the next index.
         if idx.resize.chunks_done.fetch_add(1, Ordering::AcqRel) + 1 == chunks {

@@ -1,7 +1,11 @@
-//! Shared test support.
+//! Shared test support: one adapter for every map under test, the matrix of
+//! maps the tests run over, and a tiny PRNG.
 #![allow(dead_code)]
 
 pub mod lin;
+
+use dlht::{Error, LocalMap, Map, Modulo, Request, Response, Stats, StopOn};
+use std::hash::BuildHasher;
 
 /// Tiny xorshift PRNG: deterministic per seed, no dependency.
 pub struct Rng(pub u64);
@@ -17,4 +21,110 @@ impl Rng {
     pub fn below(&mut self, n: u64) -> u64 {
         self.next() % n
     }
+}
+
+/// The five operations of a map of u64 → u64: what the linearizability
+/// harness records (a deliberately broken map implements it too).
+pub trait Ops {
+    fn get(&self, k: u64) -> Option<u64>;
+    fn insert(&self, k: u64, v: u64) -> Result<(), u64>;
+    fn put(&self, k: u64, v: u64) -> Option<u64>;
+    fn remove(&self, k: u64) -> Option<u64>;
+    fn upsert(&self, k: u64, v: u64) -> Option<u64>;
+}
+
+/// Every dlht map the tests run, behind one interface.
+#[allow(clippy::len_without_is_empty)]
+pub trait MapUnderTest: Ops {
+    fn len(&self) -> usize;
+    fn stats(&self) -> Stats;
+    fn batch(
+        &self,
+        reqs: &[Request<u64, u64>],
+        out: &mut [Response<u64>],
+        stop: StopOn,
+    ) -> Result<usize, Error>;
+    fn get_many(&self, keys: &[u64], out: &mut [Option<u64>]) -> Result<(), Error>;
+}
+
+macro_rules! under_test {
+    ($t:ident) => {
+        impl<S: BuildHasher> Ops for $t<u64, u64, S> {
+            fn get(&self, k: u64) -> Option<u64> {
+                $t::get(self, &k)
+            }
+            fn insert(&self, k: u64, v: u64) -> Result<(), u64> {
+                $t::insert(self, k, v)
+            }
+            fn put(&self, k: u64, v: u64) -> Option<u64> {
+                $t::put(self, k, v)
+            }
+            fn remove(&self, k: u64) -> Option<u64> {
+                $t::remove(self, &k)
+            }
+            fn upsert(&self, k: u64, v: u64) -> Option<u64> {
+                $t::upsert(self, k, v)
+            }
+        }
+
+        impl<S: BuildHasher> MapUnderTest for $t<u64, u64, S> {
+            fn len(&self) -> usize {
+                $t::len(self)
+            }
+            fn stats(&self) -> Stats {
+                $t::stats(self)
+            }
+            fn batch(
+                &self,
+                reqs: &[Request<u64, u64>],
+                out: &mut [Response<u64>],
+                stop: StopOn,
+            ) -> Result<usize, Error> {
+                $t::batch(self, reqs, out, stop)
+            }
+            fn get_many(&self, keys: &[u64], out: &mut [Option<u64>]) -> Result<(), Error> {
+                $t::get_many(self, keys, out)
+            }
+        }
+    };
+}
+under_test!(Map);
+under_test!(LocalMap);
+
+/// Builds one configuration of the matrix, sized for `n` keys.
+pub type Build<'a, M> = dyn Fn(usize) -> Box<M> + 'a;
+
+/// Bins per transfer chunk in the small-chunk configurations: indexes of a
+/// few hundred bins and up then transfer in many chunks, with helpers.
+pub const SMALL_CHUNK: usize = 1;
+
+/// Run `test` over every concurrent configuration: `Map` with each hasher,
+/// with the default transfer chunk and with chunks of [`SMALL_CHUNK`] bins.
+/// `test` gets the configuration's name (for messages) and a builder.
+pub fn with_shared_maps(mut test: impl FnMut(&str, &Build<'_, dyn MapUnderTest + Sync>)) {
+    fn shared<S: BuildHasher + Sync + Send + Default + 'static>(
+        chunk: Option<usize>,
+    ) -> impl Fn(usize) -> Box<dyn MapUnderTest + Sync> {
+        move |n| {
+            let m = Map::<u64, u64, S>::with_capacity_and_hasher(n, S::default());
+            Box::new(match chunk {
+                Some(c) => m.with_transfer_chunk(c),
+                None => m,
+            })
+        }
+    }
+    test("Map, default hasher", &shared::<dlht::DefaultHashBuilder>(None));
+    test("Map, default hasher, 1-bin chunks", &shared::<dlht::DefaultHashBuilder>(Some(SMALL_CHUNK)));
+    test("Map, modulo", &shared::<Modulo>(None));
+    test("Map, modulo, 1-bin chunks", &shared::<Modulo>(Some(SMALL_CHUNK)));
+}
+
+/// Run `test` over every configuration: those of [`with_shared_maps`] and
+/// the single-thread `LocalMap` with each hasher.
+pub fn with_maps(mut test: impl FnMut(&str, &Build<'_, dyn MapUnderTest>)) {
+    with_shared_maps(|name, build| test(name, &|n| build(n)));
+    test("LocalMap, default hasher", &|n| Box::new(LocalMap::<u64, u64>::with_capacity(n)));
+    test("LocalMap, modulo", &|n| {
+        Box::new(LocalMap::<u64, u64, Modulo>::with_capacity_and_hasher(n, Modulo))
+    });
 }
