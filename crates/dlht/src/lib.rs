@@ -158,6 +158,12 @@ pub mod internals {
     pub use crate::raw::alloc::ZeroedArray;
     pub use crate::raw::index::live_indexes;
 
+    /// Bytes of the bins of the index `Map::with_capacity(keys)` allocates
+    /// (the link array aside): the benchmark sizes its limit probe by it.
+    pub fn index_bytes(keys: usize) -> Result<usize, crate::Error> {
+        Ok(crate::driver::bins_for(keys)? * core::mem::size_of::<crate::raw::bucket::PrimaryBucket>())
+    }
+
     /// The marker words `hash` gives bins 0 and 1 (dead, dead, pending,
     /// pending): words the map reserves internally, which users must still
     /// be able to store as ordinary keys.

@@ -203,3 +203,14 @@ fn small_transfer_chunks_split_every_resize() {
     assert_eq!(chunked.transfer_chunks(), bins_replaced);
     assert_eq!(plain.transfer_chunks(), plain.stats().resizes);
 }
+
+/// The benchmark sizes its memory-limit probe by `internals::index_bytes`:
+/// it must be what a map of that capacity really allocates.
+#[test]
+fn index_bytes_is_what_the_map_allocates() {
+    for n in [0, 1, 1000, 1536, 1537, 100_000] {
+        let bins = Map::<u64, u64>::with_capacity(n).stats().bins;
+        assert_eq!(dlht::internals::index_bytes(n), Ok(bins * 64), "capacity {n}");
+    }
+    assert!(dlht::internals::index_bytes(usize::MAX).is_err());
+}

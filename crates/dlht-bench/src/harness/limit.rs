@@ -7,11 +7,10 @@ use dlht::internals::ZeroedArray;
 use std::hint::black_box;
 use std::time::Duration;
 
-/// Bytes of the index `Map::with_capacity(keys)` allocates (bins only):
-/// keys / 1.5 rounded up to a power of two of 64-byte bins, the map's
-/// sizing rule.
+/// Bytes of the index `Map::with_capacity(keys)` allocates (bins only), as
+/// the map itself sizes it.
 pub fn index_bytes(keys: usize) -> usize {
-    ((keys as f64 / 1.5).ceil() as usize).next_power_of_two() * 64
+    dlht::internals::index_bytes(keys).expect("a key count the bench accepts fits a map")
 }
 
 /// One cache line.
