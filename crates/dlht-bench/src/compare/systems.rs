@@ -5,10 +5,12 @@
 //! express an operation, [`Table::NOTE`] says what it does instead, and the
 //! report prints it.
 
+use crate::harness::{self, Worker};
 use std::cell::RefCell;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
+use std::time::Duration;
 
 /// Hash function of the dlht systems.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
@@ -102,13 +104,106 @@ impl BuildHasher for BenchHash {
     }
 }
 
+/// How the threads of a measurement may share a table: [`Concurrent`]
+/// tables are `Sync` and go to every thread; [`OneThread`] tables run only
+/// on the thread that built them. The workloads reach threads only through
+/// this, so a single-thread table never needs to be `Sync`.
+pub trait Sharing<T: ?Sized> {
+    /// False for single-thread systems.
+    const CONCURRENT: bool;
+
+    /// `work(t, worker)` timed on `threads` threads (see
+    /// [`harness::timed`](crate::harness::timed)).
+    fn timed<S>(
+        t: &T,
+        threads: usize,
+        dur: Duration,
+        keys: u64,
+        seed: u64,
+        init: impl Fn(usize) -> S + Sync,
+        work: impl Fn(&T, &mut Worker<S>) -> u64 + Sync,
+    ) -> f64;
+
+    /// `f(t, thread)` on `threads` threads at once (inline for one).
+    fn on_threads(t: &T, threads: usize, f: impl Fn(&T, usize) + Sync);
+}
+
+/// Threads share the table.
+pub struct Concurrent;
+
+/// The table stays on the thread that built it; one thread only.
+pub struct OneThread;
+
+impl<T: Sync + ?Sized> Sharing<T> for Concurrent {
+    const CONCURRENT: bool = true;
+
+    #[inline(always)]
+    fn timed<S>(
+        t: &T,
+        threads: usize,
+        dur: Duration,
+        keys: u64,
+        seed: u64,
+        init: impl Fn(usize) -> S + Sync,
+        work: impl Fn(&T, &mut Worker<S>) -> u64 + Sync,
+    ) -> f64 {
+        harness::timed(threads, dur, keys, seed, init, |w| work(t, w))
+    }
+
+    fn on_threads(t: &T, threads: usize, f: impl Fn(&T, usize) + Sync) {
+        if threads == 1 {
+            return f(t, 0);
+        }
+        std::thread::scope(|s| {
+            let handles: Vec<_> = (0..threads)
+                .map(|th| {
+                    let f = &f;
+                    s.spawn(move || f(t, th))
+                })
+                .collect();
+            // A failed result check panics: pass its message on (the scope
+            // alone would only say that a thread panicked).
+            for h in handles {
+                if let Err(e) = h.join() {
+                    std::panic::resume_unwind(e);
+                }
+            }
+        });
+    }
+}
+
+impl<T: ?Sized> Sharing<T> for OneThread {
+    const CONCURRENT: bool = false;
+
+    #[inline(always)]
+    fn timed<S>(
+        t: &T,
+        threads: usize,
+        dur: Duration,
+        keys: u64,
+        seed: u64,
+        init: impl Fn(usize) -> S + Sync,
+        work: impl Fn(&T, &mut Worker<S>) -> u64 + Sync,
+    ) -> f64 {
+        assert_eq!(threads, 1, "a single-thread system runs on one thread");
+        harness::timed_inline(dur, keys, seed, init(0), |w| work(t, w))
+    }
+
+    fn on_threads(t: &T, threads: usize, f: impl Fn(&T, usize) + Sync) {
+        assert_eq!(threads, 1, "a single-thread system runs on one thread");
+        f(t, 0)
+    }
+}
+
 /// A concurrent (or single-thread) map of u64 → u64, as the workloads use it.
-pub trait Table: Sync {
+pub trait Table: Sized {
     /// Name in reports.
     const NAME: &'static str;
+    /// How threads may share it.
+    type Sharing: Sharing<Self>;
     /// False for single-thread systems: they run only with one thread, on
     /// the thread that built them.
-    const CONCURRENT: bool = true;
+    const CONCURRENT: bool = <Self::Sharing as Sharing<Self>>::CONCURRENT;
     /// How an operation is substituted, if one is.
     const NOTE: &'static str = "";
     /// Pre-sized for `n` keys.
@@ -197,13 +292,9 @@ impl Shareable for dlht::LocalMap<u64, u64, BenchHash> {
 /// dlht's single-thread map (`LocalMap`), one call per request.
 pub struct DlhtLocalUnbatched(pub dlht::LocalMap<u64, u64, BenchHash>);
 
-// SAFETY: as for DlhtLocal: CONCURRENT = false systems never leave the
-// thread that built them.
-unsafe impl Sync for DlhtLocalUnbatched {}
-
 impl Table for DlhtLocalUnbatched {
     const NAME: &'static str = "dlht-local";
-    const CONCURRENT: bool = false;
+    type Sharing = OneThread;
     fn with_capacity(n: usize) -> Self {
         DlhtLocalUnbatched(dlht::LocalMap::with_capacity_and_hasher(n, BenchHash::default()))
     }
@@ -230,6 +321,7 @@ pub struct Dlht(pub Arc<DlhtMap>);
 
 impl Table for Dlht {
     const NAME: &'static str = "dlht";
+    type Sharing = Concurrent;
     fn with_capacity(n: usize) -> Self {
         Dlht(Arc::new(dlht::Map::with_capacity_and_hasher(n, BenchHash::default())))
     }
@@ -258,13 +350,13 @@ impl Table for Dlht {
 }
 
 macro_rules! dlht_batched {
-    ($name:ident, $label:literal, $map:ty, $concurrent:expr) => {
+    ($name:ident, $label:literal, $map:ty, $sharing:ty) => {
         /// dlht with batched requests and prefetching (`get_many`, `batch`).
         pub struct $name(pub Arc<$map>);
 
         impl Table for $name {
             const NAME: &'static str = $label;
-            const CONCURRENT: bool = $concurrent;
+            type Sharing = $sharing;
             fn with_capacity(n: usize) -> Self {
                 $name(Arc::new(<$map>::with_capacity_and_hasher(n, BenchHash::default())))
             }
@@ -332,13 +424,8 @@ macro_rules! dlht_batched {
     };
 }
 
-dlht_batched!(DlhtBatched, "dlht-batch", DlhtMap, true);
-dlht_batched!(DlhtLocal, "dlht-local-batch", dlht::LocalMap<u64, u64, BenchHash>, false);
-
-// SAFETY: LocalMap is not Sync; the runner uses a CONCURRENT = false system
-// only on the thread that built it and never shares it (it asserts one
-// thread and runs inline, without spawning).
-unsafe impl Sync for DlhtLocal {}
+dlht_batched!(DlhtBatched, "dlht-batch", DlhtMap, Concurrent);
+dlht_batched!(DlhtLocal, "dlht-local-batch", dlht::LocalMap<u64, u64, BenchHash>, OneThread);
 
 /// Most requests a batch in the bench holds (stack buffers, no allocation).
 pub const MAX_BATCH: usize = 128;
@@ -374,6 +461,7 @@ pub struct Papaya<S = std::hash::RandomState>(papaya::HashMap<u64, u64, S>);
 
 impl<S: PeerHash> Table for Papaya<S> {
     const NAME: &'static str = "papaya";
+    type Sharing = Concurrent;
     fn with_capacity(n: usize) -> Self {
         Papaya(papaya::HashMap::with_capacity_and_hasher(n, S::default()))
     }
@@ -400,6 +488,7 @@ pub struct Dash<S = std::hash::RandomState>(dashmap::DashMap<u64, u64, S>);
 
 impl<S: PeerHash> Table for Dash<S> {
     const NAME: &'static str = "dashmap";
+    type Sharing = Concurrent;
     fn with_capacity(n: usize) -> Self {
         Dash(dashmap::DashMap::with_capacity_and_hasher(n, S::default()))
     }
@@ -432,6 +521,7 @@ pub struct Scc<S: BuildHasher = std::hash::RandomState>(scc::HashMap<u64, u64, S
 
 impl<S: PeerHash> Table for Scc<S> {
     const NAME: &'static str = "scc";
+    type Sharing = Concurrent;
     fn with_capacity(n: usize) -> Self {
         Scc(scc::HashMap::with_capacity_and_hasher(n, S::default()))
     }
@@ -458,6 +548,7 @@ pub struct Flurry<S = flurry::DefaultHashBuilder>(flurry::HashMap<u64, u64, S>);
 
 impl<S: PeerHash> Table for Flurry<S> {
     const NAME: &'static str = "flurry";
+    type Sharing = Concurrent;
     fn with_capacity(n: usize) -> Self {
         Flurry(flurry::HashMap::with_capacity_and_hasher(n, S::default()))
     }
@@ -486,6 +577,7 @@ pub struct Leapfrog<S = std::hash::BuildHasherDefault<std::collections::hash_map
 
 impl<S: PeerHash> Table for Leapfrog<S> {
     const NAME: &'static str = "leapfrog";
+    type Sharing = Concurrent;
     const NOTE: &'static str =
         "no insert-if-absent: inserts use its overwriting insert (same effect on the fresh keys of InsDel and Population); values u64::MAX and u64::MAX-1 are reserved";
     fn with_capacity(n: usize) -> Self {
@@ -514,6 +606,7 @@ pub struct StdRwLock<S = std::hash::RandomState>(RwLock<std::collections::HashMa
 
 impl<S: PeerHash> Table for StdRwLock<S> {
     const NAME: &'static str = "std-rwlock";
+    type Sharing = Concurrent;
     fn with_capacity(n: usize) -> Self {
         StdRwLock(RwLock::new(std::collections::HashMap::with_capacity_and_hasher(n, S::default())))
     }
@@ -545,13 +638,9 @@ impl<S: PeerHash> Table for StdRwLock<S> {
 /// hashbrown on one thread: the single-thread bound (SwissTable, foldhash).
 pub struct Hashbrown<S = hashbrown::DefaultHashBuilder>(RefCell<hashbrown::HashMap<u64, u64, S>>);
 
-// SAFETY: as for DlhtLocal: CONCURRENT = false systems never leave the
-// thread that built them.
-unsafe impl<S> Sync for Hashbrown<S> {}
-
 impl<S: PeerHash> Table for Hashbrown<S> {
     const NAME: &'static str = "hashbrown-1t";
-    const CONCURRENT: bool = false;
+    type Sharing = OneThread;
     fn with_capacity(n: usize) -> Self {
         Hashbrown(RefCell::new(hashbrown::HashMap::with_capacity_and_hasher(n, S::default())))
     }

@@ -4,13 +4,14 @@
 //! round), and every result is checked (a Get that misses, an insert of a
 //! fresh key that fails, aborts the measurement rather than being counted).
 
-use crate::compare::systems::{Table, MAX_BATCH};
+use crate::compare::systems::{Sharing, Table, MAX_BATCH};
 use crate::harness::keys::ZipfTrace;
 use crate::harness::limit::splitmix;
-use crate::harness::{self, Worker};
+use crate::harness::Worker;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// Workloads on a prepopulated table.
@@ -89,7 +90,7 @@ impl Scratch {
 /// Insert keys `0..n` (by index) using `threads` threads, in batches.
 pub fn populate<T: Table>(t: &T, n: u64, threads: usize, batch: usize, progress: &indicatif::ProgressBar) {
     let threads = if T::CONCURRENT { threads } else { 1 };
-    let fill = |first: u64, step: u64| {
+    let fill = |t: &T, first: u64, step: u64| {
         let mut buf = vec![0u64; MAX_BATCH];
         let mut i = first;
         while i < n {
@@ -104,16 +105,7 @@ pub fn populate<T: Table>(t: &T, n: u64, threads: usize, batch: usize, progress:
             progress.inc(b as u64);
         }
     };
-    if threads == 1 {
-        fill(0, 1);
-    } else {
-        std::thread::scope(|s| {
-            for th in 0..threads {
-                let fill = &fill;
-                s.spawn(move || fill(th as u64, threads as u64));
-            }
-        });
-    }
+    T::Sharing::on_threads(t, threads, |t, th| fill(t, th as u64, threads as u64));
 }
 
 /// Where a measurement draws its keys and fresh keys from.
@@ -144,14 +136,14 @@ pub fn measure<T: Table>(t: &T, w: Workload, threads: usize, p: &Params, d: &Dra
     let dur = Duration::from_secs_f64(p.seconds);
     let seed = p.seed ^ d.round.wrapping_mul(0xA076_1D64_78BD_642F);
     match w {
-        Workload::Get => with_scratch(threads, dur, d.keys, seed, |w| {
+        Workload::Get => with_scratch(t, threads, dur, d.keys, seed, |t, w| {
             for k in w.state.keys[..b].iter_mut() {
                 *k = key(w.keys.next_index());
             }
             get_checked(t, &w.state.keys[..b], &mut w.state.out[..b]);
             b as u64
         }),
-        Workload::Skew => with_scratch(threads, dur, d.keys, seed, |w| {
+        Workload::Skew => with_scratch(t, threads, dur, d.keys, seed, |t, w| {
             let hot_keys = p.hot_keys.clamp(1, d.keys);
             for k in w.state.keys[..b].iter_mut() {
                 let hot = (w.keys.next_word() >> 11) as f64 / (1u64 << 53) as f64 <= p.hot_share;
@@ -161,13 +153,14 @@ pub fn measure<T: Table>(t: &T, w: Workload, threads: usize, p: &Params, d: &Dra
             get_checked(t, &w.state.keys[..b], &mut w.state.out[..b]);
             b as u64
         }),
-        Workload::Zipf => harness::timed(
+        Workload::Zipf => T::Sharing::timed(
+            t,
             threads,
             dur,
             d.keys,
             seed,
             |th| (Scratch::new(), d.zipf.cursor(th, threads)),
-            |w| {
+            |t, w| {
                 let (s, zipf) = &mut w.state;
                 for k in s.keys[..b].iter_mut() {
                     *k = key(zipf.next_index() & mask);
@@ -176,7 +169,7 @@ pub fn measure<T: Table>(t: &T, w: Workload, threads: usize, p: &Params, d: &Dra
                 b as u64
             },
         ),
-        Workload::Getmiss => with_scratch(threads, dur, d.keys, seed, |w| {
+        Workload::Getmiss => with_scratch(t, threads, dur, d.keys, seed, |t, w| {
             // Indexes above the table's: splitmix is a bijection, so these
             // keys are not in it.
             for k in w.state.keys[..b].iter_mut() {
@@ -186,7 +179,7 @@ pub fn measure<T: Table>(t: &T, w: Workload, threads: usize, p: &Params, d: &Dra
             assert!(w.state.out[..b].iter().all(Option::is_none), "{}: a get of an absent key hit", T::NAME);
             b as u64
         }),
-        Workload::Put => with_scratch(threads, dur, d.keys, seed, |w| {
+        Workload::Put => with_scratch(t, threads, dur, d.keys, seed, |t, w| {
             for r in w.state.reqs[..b].iter_mut() {
                 let i = w.keys.next_index();
                 *r = (true, key(i), i);
@@ -195,7 +188,7 @@ pub fn measure<T: Table>(t: &T, w: Workload, threads: usize, p: &Params, d: &Dra
             assert_eq!(ok, b, "{}: a put of a present key failed", T::NAME);
             b as u64
         }),
-        Workload::Insdel => with_scratch(threads, dur, d.keys, seed, |w| {
+        Workload::Insdel => with_scratch(t, threads, dur, d.keys, seed, |t, w| {
             let base = fresh.fetch_add(b as u64, Ordering::Relaxed);
             for (j, k) in w.state.keys[..b].iter_mut().enumerate() {
                 *k = key(base + j as u64);
@@ -204,7 +197,7 @@ pub fn measure<T: Table>(t: &T, w: Workload, threads: usize, p: &Params, d: &Dra
             assert_eq!(ok, 2 * b, "{}: an insert of a fresh key or its remove failed", T::NAME);
             2 * b as u64
         }),
-        Workload::Putheavy => with_scratch(threads, dur, d.keys, seed, |w| {
+        Workload::Putheavy => with_scratch(t, threads, dur, d.keys, seed, |t, w| {
             for r in w.state.reqs[..b].iter_mut() {
                 let i = w.keys.next_index();
                 *r = (w.keys.next_word() >> 63 == 1, key(i), i);
@@ -216,15 +209,17 @@ pub fn measure<T: Table>(t: &T, w: Workload, threads: usize, p: &Params, d: &Dra
     }
 }
 
-/// [`harness::timed`] with a [`Scratch`] per thread.
-fn with_scratch(
+/// A timed measurement ([`Sharing::timed`]) with a [`Scratch`] per thread.
+#[inline(always)]
+fn with_scratch<T: Table>(
+    t: &T,
     threads: usize,
     dur: Duration,
     keys: u64,
     seed: u64,
-    work: impl Fn(&mut Worker<Scratch>) -> u64 + Sync,
+    work: impl Fn(&T, &mut Worker<Scratch>) -> u64 + Sync,
 ) -> f64 {
-    harness::timed(threads, dur, keys, seed, |_| Scratch::new(), work)
+    T::Sharing::timed(t, threads, dur, keys, seed, |_| Scratch::new(), work)
 }
 
 /// Gets of `keys`, each of which must hit.
@@ -364,69 +359,63 @@ pub fn resize_series<T: Table>(
     let inserts = AtomicU64::new(0);
     let writers_left = AtomicU64::new(writers as u64);
     assert!(prepop.is_power_of_two());
-    let mut samples = Vec::new();
-    let (mut get_lat, mut insert_lat) = (histogram(), histogram());
-    std::thread::scope(|s| {
-        let mut handles = Vec::new();
-        for r in 0..readers {
-            let (t, gets, writers_left) = (&t, &gets, &writers_left);
-            handles.push(s.spawn(move || {
-                let mut ks = crate::harness::keys::KeyStream::new(prepop, 0xF1 + r as u64);
-                let mut h = histogram();
-                while writers_left.load(Ordering::Relaxed) > 0 {
-                    for _ in 0..64 {
-                        let i = ks.next_index();
-                        let v = timed_op(&mut h, || t.get(key(i)));
-                        assert_eq!(v, Some(key(i)), "{}: a get missed during a resize", T::NAME);
-                    }
-                    gets.fetch_add(64, Ordering::Relaxed);
+    let samples = Mutex::new(Vec::new());
+    let (get_lat, insert_lat) = (Mutex::new(histogram()), Mutex::new(histogram()));
+    let add = |into: &Mutex<Histogram<u64>>, h: &Histogram<u64>| {
+        into.lock().unwrap().add(h).expect("histograms of equal bounds");
+    };
+    // Threads 0..readers read, the next `writers` write, the last samples.
+    T::Sharing::on_threads(&t, readers + writers + 1, |t, th| {
+        if th < readers {
+            let mut ks = crate::harness::keys::KeyStream::new(prepop, 0xF1 + th as u64);
+            let mut h = histogram();
+            while writers_left.load(Ordering::Relaxed) > 0 {
+                for _ in 0..64 {
+                    let i = ks.next_index();
+                    let v = timed_op(&mut h, || t.get(key(i)));
+                    assert_eq!(v, Some(key(i)), "{}: a get missed during a resize", T::NAME);
                 }
-                (h, true)
-            }));
-        }
-        for w in 0..writers {
-            let (t, inserts, writers_left) = (&t, &inserts, &writers_left);
-            handles.push(s.spawn(move || {
-                // Counts this writer out even if a failed check unwinds it,
-                // so the readers and the sampler stop.
-                let leaving = CountOut(writers_left);
-                let mut h = histogram();
-                let mut i = prepop + w as u64;
-                let mut unflushed = 0;
-                while i < prepop + grow {
-                    let k = key(i);
-                    assert!(timed_op(&mut h, || t.insert(k, i)), "{}: a fresh insert failed", T::NAME);
-                    i += writers as u64;
-                    unflushed += 1;
-                    if unflushed == 64 {
-                        inserts.fetch_add(64, Ordering::Relaxed);
-                        unflushed = 0;
-                    }
+                gets.fetch_add(64, Ordering::Relaxed);
+            }
+            add(&get_lat, &h);
+        } else if th < readers + writers {
+            // Counts this writer out even if a failed check unwinds it, so
+            // the readers and the sampler stop.
+            let leaving = CountOut(&writers_left);
+            let mut h = histogram();
+            let mut i = prepop + (th - readers) as u64;
+            let mut unflushed = 0;
+            while i < prepop + grow {
+                let k = key(i);
+                assert!(timed_op(&mut h, || t.insert(k, i)), "{}: a fresh insert failed", T::NAME);
+                i += writers as u64;
+                unflushed += 1;
+                if unflushed == 64 {
+                    inserts.fetch_add(64, Ordering::Relaxed);
+                    unflushed = 0;
                 }
-                drop(leaving);
-                (h, false)
-            }));
-        }
-        let start = Instant::now();
-        let (mut last_g, mut last_i, mut last_t) = (0, 0, start);
-        while writers_left.load(Ordering::Relaxed) > 0 {
-            std::thread::sleep(every);
-            let now = Instant::now();
-            let (g, i) = (gets.load(Ordering::Relaxed), inserts.load(Ordering::Relaxed));
-            let dt = (now - last_t).as_secs_f64() * 1e6;
-            samples.push(Sample {
-                ms: (now - start).as_millis() as u64,
-                get_mops: (g - last_g) as f64 / dt,
-                insert_mops: (i - last_i) as f64 / dt,
-            });
-            (last_g, last_i, last_t) = (g, i, now);
-        }
-        for h in handles {
-            let (hist, is_reader) = h.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
-            let into = if is_reader { &mut get_lat } else { &mut insert_lat };
-            into.add(&hist).expect("histograms of equal bounds");
+            }
+            drop(leaving);
+            add(&insert_lat, &h);
+        } else {
+            let start = Instant::now();
+            let (mut last_g, mut last_i, mut last_t) = (0, 0, start);
+            while writers_left.load(Ordering::Relaxed) > 0 {
+                std::thread::sleep(every);
+                let now = Instant::now();
+                let (g, i) = (gets.load(Ordering::Relaxed), inserts.load(Ordering::Relaxed));
+                let dt = (now - last_t).as_secs_f64() * 1e6;
+                samples.lock().unwrap().push(Sample {
+                    ms: (now - start).as_millis() as u64,
+                    get_mops: (g - last_g) as f64 / dt,
+                    insert_mops: (i - last_i) as f64 / dt,
+                });
+                (last_g, last_i, last_t) = (g, i, now);
+            }
         }
     });
+    let samples = samples.into_inner().unwrap();
+    let (get_lat, insert_lat) = (get_lat.into_inner().unwrap(), insert_lat.into_inner().unwrap());
     Resizing {
         samples,
         latency: vec![

@@ -37,11 +37,8 @@ fn thread_seed(seed: u64, t: usize) -> u64 {
 /// second, summed over the threads. Each thread builds its [`Worker`]
 /// (a [`KeyStream`] over `keys` indexes seeded from `seed` and its number,
 /// and `init(thread)`) before the clock starts, then calls `work` until
-/// the time is up; `work` returns the operations it did.
-///
-/// One thread runs inline on the caller's thread, so a single-thread
-/// system never leaves the thread that built it; it reads the clock every
-/// 64 calls only.
+/// the time is up; `work` returns the operations it did. One thread runs
+/// inline ([`timed_inline`]).
 pub fn timed<S>(
     threads: usize,
     dur: Duration,
@@ -53,15 +50,7 @@ pub fn timed<S>(
     assert!(threads > 0, "timed: no threads");
     let worker = |t| Worker { keys: KeyStream::new(keys, thread_seed(seed, t)), state: init(t) };
     if threads == 1 {
-        let mut w = worker(0);
-        let start = Instant::now();
-        let mut ops = 0;
-        while start.elapsed() < dur {
-            for _ in 0..64 {
-                ops += work(&mut w);
-            }
-        }
-        return ops as f64 / start.elapsed().as_secs_f64() / 1e6;
+        return timed_inline(dur, keys, seed, init(0), work);
     }
     // Relaxed throughout: `stop` only ends the loops (no data rides on it),
     // and the scope's join orders every `total` update before the final
@@ -90,6 +79,27 @@ pub fn timed<S>(
         elapsed = start.elapsed();
     });
     total.load(Ordering::Relaxed) as f64 / elapsed.as_secs_f64() / 1e6
+}
+
+/// [`timed`] on one thread, the caller's, with `state` as thread 0's: a
+/// single-thread system never leaves the thread that built it, so neither
+/// it nor `work` need be `Sync`. Reads the clock every 64 calls only.
+pub fn timed_inline<S>(
+    dur: Duration,
+    keys: u64,
+    seed: u64,
+    state: S,
+    mut work: impl FnMut(&mut Worker<S>) -> u64,
+) -> f64 {
+    let mut w = Worker { keys: KeyStream::new(keys, thread_seed(seed, 0)), state };
+    let start = Instant::now();
+    let mut ops = 0;
+    while start.elapsed() < dur {
+        for _ in 0..64 {
+            ops += work(&mut w);
+        }
+    }
+    ops as f64 / start.elapsed().as_secs_f64() / 1e6
 }
 
 /// The median of three measurements (the studies' defence against bursts
