@@ -289,69 +289,13 @@ impl Shareable for dlht::LocalMap<u64, u64, BenchHash> {
     }
 }
 
-/// dlht's single-thread map (`LocalMap`), one call per request.
-pub struct DlhtLocalUnbatched(pub dlht::LocalMap<u64, u64, BenchHash>);
-
-impl Table for DlhtLocalUnbatched {
-    const NAME: &'static str = "dlht-local";
-    type Sharing = OneThread;
-    fn with_capacity(n: usize) -> Self {
-        DlhtLocalUnbatched(dlht::LocalMap::with_capacity_and_hasher(n, BenchHash::default()))
-    }
-    #[inline]
-    fn get(&self, k: u64) -> Option<u64> {
-        self.0.get(&k)
-    }
-    #[inline]
-    fn insert(&self, k: u64, v: u64) -> bool {
-        self.0.insert(k, v).is_ok()
-    }
-    #[inline]
-    fn remove(&self, k: u64) -> bool {
-        self.0.remove(&k).is_some()
-    }
-    #[inline]
-    fn put(&self, k: u64, v: u64) -> bool {
-        self.0.put(k, v).is_some()
-    }
-}
-
-/// dlht, one call per request.
-pub struct Dlht(pub Arc<DlhtMap>);
-
-impl Table for Dlht {
-    const NAME: &'static str = "dlht";
-    type Sharing = Concurrent;
-    fn with_capacity(n: usize) -> Self {
-        Dlht(Arc::new(dlht::Map::with_capacity_and_hasher(n, BenchHash::default())))
-    }
-    fn dlht_map(&self) -> Option<Arc<DlhtMap>> {
-        Some(Arc::clone(&self.0))
-    }
-    fn view_of(map: &Arc<DlhtMap>) -> Option<Self> {
-        Some(Dlht(Arc::clone(map)))
-    }
-    #[inline]
-    fn get(&self, k: u64) -> Option<u64> {
-        self.0.get(&k)
-    }
-    #[inline]
-    fn insert(&self, k: u64, v: u64) -> bool {
-        self.0.insert(k, v).is_ok()
-    }
-    #[inline]
-    fn remove(&self, k: u64) -> bool {
-        self.0.remove(&k).is_some()
-    }
-    #[inline]
-    fn put(&self, k: u64, v: u64) -> bool {
-        self.0.put(k, v).is_some()
-    }
-}
-
-macro_rules! dlht_batched {
-    ($name:ident, $label:literal, $map:ty, $sharing:ty) => {
-        /// dlht with batched requests and prefetching (`get_many`, `batch`).
+/// The dlht systems: `Map` or `LocalMap` behind an `Arc` (so the unbatched
+/// and batched systems of one map type can share one table), one call per
+/// request; the batched ones add the overrides given, which send requests
+/// through `get_many` and `batch` with prefetching.
+macro_rules! dlht_system {
+    ($(#[$doc:meta])* $name:ident, $label:literal, $map:ty, $sharing:ty $(, { $($batched:tt)* })?) => {
+        $(#[$doc])*
         pub struct $name(pub Arc<$map>);
 
         impl Table for $name {
@@ -382,6 +326,15 @@ macro_rules! dlht_batched {
             fn put(&self, k: u64, v: u64) -> bool {
                 self.0.put(k, v).is_some()
             }
+            $($($batched)*)?
+        }
+    };
+}
+
+/// The batched systems' overrides of [`Table`]'s one-by-one defaults.
+macro_rules! dlht_batched {
+    ($(#[$doc:meta])* $name:ident, $label:literal, $map:ty, $sharing:ty) => {
+        dlht_system!($(#[$doc])* $name, $label, $map, $sharing, {
             #[inline]
             fn get_batch(&self, keys: &[u64], out: &mut [Option<u64>]) {
                 self.0.get_many(keys, out).expect("buffers of equal length");
@@ -420,12 +373,26 @@ macro_rules! dlht_batched {
                     |r, out| self.0.batch(r, out, dlht::StopOn::Never).expect("batch"),
                 )
             }
-        }
+        });
     };
 }
 
-dlht_batched!(DlhtBatched, "dlht-batch", DlhtMap, Concurrent);
-dlht_batched!(DlhtLocal, "dlht-local-batch", dlht::LocalMap<u64, u64, BenchHash>, OneThread);
+dlht_system!(
+    /// dlht, one call per request.
+    Dlht, "dlht", DlhtMap, Concurrent
+);
+dlht_system!(
+    /// dlht's single-thread map (`LocalMap`), one call per request.
+    DlhtLocalUnbatched, "dlht-local", dlht::LocalMap<u64, u64, BenchHash>, OneThread
+);
+dlht_batched!(
+    /// dlht with batched requests and prefetching (`get_many`, `batch`).
+    DlhtBatched, "dlht-batch", DlhtMap, Concurrent
+);
+dlht_batched!(
+    /// dlht's single-thread map with batched requests and prefetching.
+    DlhtLocal, "dlht-local-batch", dlht::LocalMap<u64, u64, BenchHash>, OneThread
+);
 
 /// Most requests a batch in the bench holds (stack buffers, no allocation).
 pub const MAX_BATCH: usize = 128;

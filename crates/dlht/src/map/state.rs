@@ -108,7 +108,7 @@ impl Core {
     }
 
     /// Set the bins per transfer chunk (at least 1), before the map is shared.
-    #[cfg(any(test, feature = "internals"))]
+    #[cfg(feature = "internals")]
     pub fn set_chunk_bins(&mut self, bins: usize) {
         self.chunk_bins = bins.max(1);
     }
