@@ -145,7 +145,7 @@ fn prefetch_links(index: &Index, primary: *const PrimaryBucket) {
     }
 }
 
-/// Run a mixed batch on a runner whose index is `index`.
+/// Run a mixed batch on `r`, which gives the index at every step (`Runner::current`).
 pub(crate) fn execute<K: Inline, V: Inline, R: Runner>(
     r: &R,
     hash: impl Fn(u64) -> u64,

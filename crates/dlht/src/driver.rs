@@ -69,8 +69,8 @@ pub(crate) fn inserted<V: Inline>(i: Inserted) -> Result<(), V> {
     }
 }
 
-/// The infallible forms of `try_insert` and `try_upsert`: a failure to grow
-/// the index is a panic there.
+/// The panicking forms of the fallible operations (`insert`, `upsert`, the
+/// constructors): the error becomes a panic with its message.
 #[inline(always)]
 pub(crate) fn or_panic<T>(r: Result<T, Error>) -> T {
     r.unwrap_or_else(|e| panic!("dlht: {e}"))

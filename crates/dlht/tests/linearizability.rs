@@ -86,8 +86,9 @@ fn dlht_histories_are_linearizable_under_resizes() {
 
 #[test]
 fn dlht_histories_are_linearizable_one_bin_hot_spot() {
-    // Few hot keys and four threads: maximal header contention and slot
-    // reuse; under Modulo hashing the eight keys share two bins.
+    // Eight hot keys and four threads: maximal header contention and slot
+    // reuse (under Modulo hashing the keys 0..8 share at most eight bins,
+    // two before the first resize).
     with_shared_maps(|name, build| {
         for round in 0..3u64 {
             let map = build(1);

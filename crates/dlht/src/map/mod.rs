@@ -103,12 +103,12 @@ impl<K: Inline, V: Inline> Default for Map<K, V, DefaultHashBuilder> {
 impl<K: Inline, V: Inline, S: BuildHasher> Map<K, V, S> {
     /// An empty map using `hasher`.
     pub fn with_hasher(hasher: S) -> Self {
-        Self::build(DEFAULT_BINS, hasher).unwrap_or_else(|e| panic!("dlht: {e}"))
+        driver::or_panic(Self::build(DEFAULT_BINS, hasher))
     }
 
     /// An empty map for `n` keys using `hasher`. Panics on allocation failure.
     pub fn with_capacity_and_hasher(n: usize, hasher: S) -> Self {
-        Self::try_with_capacity_and_hasher(n, hasher).unwrap_or_else(|e| panic!("dlht: {e}"))
+        driver::or_panic(Self::try_with_capacity_and_hasher(n, hasher))
     }
 
     /// An empty map for `n` keys using `hasher`, or why it cannot be made.
