@@ -14,12 +14,43 @@ use crate::error::Error;
 use crate::raw::bucket::PrimaryBucket;
 use crate::raw::index::Index;
 use crate::word::Inline;
+use core::mem::MaybeUninit;
 
-/// How many requests ahead the primary bucket is prefetched: about a memory
-/// latency's worth of requests (~100 ns of ~6–12 ns requests), rounded to a
-/// power of two. Not tuned beyond that; `dlht-bench batching` sweeps batch
-/// sizes, not this window.
-pub const WINDOW: usize = 16;
+/// How many requests ahead the primary bucket is prefetched. Measured, not
+/// derived: under load a miss on the development VM takes 300 ns or more,
+/// several times an idle miss, so a window of 16 (about 100 ns of requests)
+/// left gets of large batches at 48 M/s on one thread; 32 gave 55, 64 gave
+/// 66–69, 128 no more (batches of 64–256 on a 2^25-key map). A batch no
+/// longer than the window is hashed and prefetched whole before its first
+/// request runs.
+pub const WINDOW: usize = 64;
+
+/// The ring of hashes a window keeps: request i's hash at `i % WINDOW`.
+/// Left uninitialized: zeroing it per batch would be 512 bytes of stores
+/// that cannot retire behind outstanding misses.
+struct Ring([MaybeUninit<u64>; WINDOW]);
+
+impl Ring {
+    #[inline(always)]
+    fn new() -> Self {
+        Ring([MaybeUninit::uninit(); WINDOW])
+    }
+
+    #[inline(always)]
+    fn set(&mut self, i: usize, hash: u64) {
+        self.0[i % WINDOW] = MaybeUninit::new(hash);
+    }
+
+    /// The hash of request `i`, which `set` stored and no later request has
+    /// overwritten (callers read request i before setting i + WINDOW).
+    #[inline(always)]
+    fn get(&self, i: usize) -> u64 {
+        // SAFETY: every caller sets request i before reading it (the
+        // pipelines set 0..min(n, WINDOW) up front, then i + WINDOW before
+        // moving past i), so the entry is initialized.
+        unsafe { self.0[i % WINDOW].assume_init() }
+    }
+}
 
 /// One request of a batch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -103,24 +134,26 @@ pub(crate) fn pipeline<'i>(
     hash_of: impl Fn(usize) -> u64,
     mut exec: impl FnMut(usize, u64) -> Result<bool, Error>,
 ) -> Result<usize, Error> {
-    let mut ring = [0u64; WINDOW];
+    let mut ring = Ring::new();
     let bin_ptr = |idx: &Index, h: u64| idx.bin_ptr(idx.bin_of(h));
     // `index()` is asked again after every hash: a hasher that calls back
     // into a single-thread map may grow it and free the index (see `local`).
-    for (i, slot) in ring.iter_mut().enumerate().take(n) {
-        *slot = hash_of(i);
-        prefetch(bin_ptr(index(), *slot));
+    let ahead = |i: usize, ring: &mut Ring| {
+        let h = hash_of(i);
+        ring.set(i, h);
+        prefetch(bin_ptr(index(), h));
+    };
+    for i in 0..n.min(WINDOW) {
+        ahead(i, &mut ring);
     }
     for i in 0..n {
-        let h = ring[i % WINDOW];
+        let h = ring.get(i);
         if i + WINDOW < n {
-            let ahead = hash_of(i + WINDOW);
-            ring[i % WINDOW] = ahead;
-            prefetch(bin_ptr(index(), ahead));
+            ahead(i + WINDOW, &mut ring);
         }
         if i + WINDOW / 2 < n {
             let idx = index();
-            prefetch_links(idx, bin_ptr(idx, ring[(i + WINDOW / 2) % WINDOW]));
+            prefetch_links(idx, bin_ptr(idx, ring.get(i + WINDOW / 2)));
         }
         // `exec` may free the index (single-thread growth): none is held.
         if !exec(i, h)? {
@@ -183,7 +216,13 @@ pub(crate) fn execute<K: Inline, V: Inline, R: Runner>(
     )
 }
 
-/// Gets of many keys through the prefetch window.
+/// Gets of many keys through a get-only prefetch window: request i+[`WINDOW`]
+/// is hashed and its primary bucket prefetched while request i is probed
+/// with [`probe_primary`](crate::protocol::get::probe_primary), which
+/// decides almost every get from that one line; the rest (a transfer under
+/// way, a key that may sit in a link bucket, a failed validation) take the
+/// full get path. Unlike [`pipeline`] it loads nothing ahead (no link
+/// prefetch): a load of a line still in flight would stall the window.
 pub(crate) fn get_many<K: Inline, V: Inline, R: Runner>(
     r: &R,
     hash: impl Fn(u64) -> u64,
@@ -193,14 +232,31 @@ pub(crate) fn get_many<K: Inline, V: Inline, R: Runner>(
     if keys.len() != out.len() {
         return Err(Error::LengthMismatch { requests: keys.len(), responses: out.len() });
     }
-    pipeline(
-        || r.current(),
-        keys.len(),
-        |i| hash(keys[i].into_word()),
-        |i, h| {
-            out[i] = driver::get_word(r, h, keys[i].into_word()).map(V::from_word);
-            Ok(true)
-        },
-    )?;
+    let n = keys.len();
+    let mut ring = Ring::new();
+    // `r.current()` is asked after every hash: a hasher that calls back
+    // into a single-thread map may grow it and free the index (see `local`).
+    let ahead = |i: usize, ring: &mut Ring| {
+        let h = hash(keys[i].into_word());
+        ring.set(i, h);
+        let idx = r.current();
+        prefetch(idx.bin_ptr(idx.bin_of(h)));
+    };
+    for i in 0..n.min(WINDOW) {
+        ahead(i, &mut ring);
+    }
+    for i in 0..n {
+        let (k, h) = (keys[i].into_word(), ring.get(i));
+        if i + WINDOW < n {
+            ahead(i + WINDOW, &mut ring);
+        }
+        let idx = r.current();
+        let bin = idx.bin_as::<R::T>(idx.bin_of(h));
+        let found = match crate::protocol::get::probe_primary(&bin, k) {
+            Some(found) => found,
+            None => driver::get_word(r, h, k),
+        };
+        out[i] = found.map(V::from_word);
+    }
     Ok(())
 }

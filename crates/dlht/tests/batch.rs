@@ -182,7 +182,7 @@ fn batched_clients_are_linearizable_under_resizes() {
                         let mut mine = Vec::new();
                         for _ in 0..600 {
                             let len = 1 + rng.below(8) as usize;
-                            let reqs: Vec<Req> = (0..len)
+                            let mut reqs: Vec<Req> = (0..len)
                                 .map(|_| {
                                     let (k, v) = (rng.below(6), 1 + rng.below(2));
                                     match rng.below(5) {
@@ -196,7 +196,16 @@ fn batched_clients_are_linearizable_under_resizes() {
                                 .collect();
                             let mut out = vec![Response::NotExecuted; len];
                             let invoked = clock.tick();
-                            map.batch(&reqs, &mut out, StopOn::Never).unwrap();
+                            if rng.below(3) == 0 {
+                                // Gets only, through get_many's own pipeline.
+                                let keys: Vec<u64> = reqs.iter().map(|r| r.key()).collect();
+                                let mut got = vec![None; len];
+                                map.get_many(&keys, &mut got).unwrap();
+                                reqs = keys.into_iter().map(Request::Get).collect();
+                                out = got.into_iter().map(Response::Get).collect();
+                            } else {
+                                map.batch(&reqs, &mut out, StopOn::Never).unwrap();
+                            }
                             let returned = clock.tick();
                             for (r, o) in reqs.iter().zip(&out) {
                                 let call = match (*r, *o) {

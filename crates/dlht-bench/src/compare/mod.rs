@@ -74,7 +74,7 @@ pub struct CompareArgs {
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub rounds: u32,
     /// Requests per batch for the batched dlht systems, comma-separated
-    /// (default 16); with several sizes each is its own row, named
+    /// (default 32, the paper's default); with several sizes each is its own row, named
     /// system/size.
     #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..=64))]
     pub batch: Option<Vec<u32>>,
@@ -448,7 +448,7 @@ pub fn run(mut a: CompareArgs) -> (Run, PathBuf) {
         a.systems.clone().unwrap_or_else(|| systems::DEFAULT.iter().map(|s| s.to_string()).collect());
     names.dedup();
     let batch_sizes: Vec<usize> =
-        a.batch.clone().unwrap_or_else(|| vec![16]).iter().map(|&b| b as usize).collect();
+        a.batch.clone().unwrap_or_else(|| vec![32]).iter().map(|&b| b as usize).collect();
     let workloads = a.workloads.clone().unwrap_or_else(|| {
         vec![Workload::Get, Workload::Insdel, Workload::Putheavy, Workload::Skew, Workload::Zipf]
     });

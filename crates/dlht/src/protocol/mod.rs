@@ -98,16 +98,12 @@ pub fn scan<T: Threading>(bin: &BinRef<'_, T>, h: Header, key: u64) -> Scan {
 /// Find a live `key` among the slots `h` shows Valid: its slot and value
 /// word. For get, put and remove, which treat a pending insert of the key as
 /// absent (it has not linearized), so unlike [`scan`] this ignores pending
-/// slots. The primary bucket is matched without a loop — its three key words
-/// compared at once and masked with the Valid bits — so the common hit in the
-/// primary bucket costs one well-predicted branch.
+/// slots. The primary bucket is matched without a loop ([`match_primary`]).
 #[inline(always)]
 pub fn find<T: Threading>(bin: &BinRef<'_, T>, h: Header, key: u64) -> Option<(usize, u64)> {
     let valid = h.slots_in(SlotState::Valid);
-    let p = &bin.bucket.slots;
-    let eq = SlotMask::primary(p[0].load_key() == key, p[1].load_key() == key, p[2].load_key() == key);
-    if let Some(i) = eq.and(valid).next_slot() {
-        return Some((i, p[i].load_value()));
+    if let Some(i) = match_primary(bin, valid, key) {
+        return Some((i, bin.bucket.slots[i].load_value()));
     }
     let links = valid.range(SINGLE_FIRST, SLOTS_PER_BIN);
     if links.is_empty() {
@@ -121,6 +117,16 @@ pub fn find<T: Threading>(bin: &BinRef<'_, T>, h: Header, key: u64) -> Option<(u
         }
     }
     None
+}
+
+/// The primary-bucket slot among `valid` whose key word is `key`: the three
+/// key words compared at once and masked with the Valid bits, so a hit in
+/// the primary bucket costs one well-predicted branch.
+#[inline(always)]
+pub fn match_primary<T: Threading>(bin: &BinRef<'_, T>, valid: SlotMask, key: u64) -> Option<usize> {
+    let p = &bin.bucket.slots;
+    let eq = SlotMask::primary(p[0].load_key() == key, p[1].load_key() == key, p[2].load_key() == key);
+    eq.and(valid).next_slot()
 }
 
 /// Seqlock validation: true if the header is still exactly `h`, so every

@@ -5,7 +5,7 @@
 
 use crate::protocol::insert::{insert, Inserted};
 use crate::protocol::transfer::transfer_bin;
-use crate::protocol::{get::get, put::put, remove::remove, Step};
+use crate::protocol::{get::get, get::probe_primary, put::put, remove::remove, Step};
 use crate::raw::index::{BinRef, Index};
 use crate::raw::markers::Markers;
 use crate::raw::threading::Shared;
@@ -84,6 +84,25 @@ fn get_never_returns_the_value_of_a_key_that_replaced_it() {
         });
         let seen = gt(&idx, K);
         assert!(seen == Some(10) || seen.is_none(), "get(K) returned {seen:?}");
+        t.join().unwrap();
+    });
+}
+
+#[test]
+fn probing_the_primary_bucket_never_returns_a_replacing_keys_value() {
+    // The same race for the batch pipeline's get (`probe_primary`): it may
+    // leave the get undecided (None), but what it decides must be K's value
+    // or absence, never K2's.
+    model(|| {
+        let idx = index(2);
+        assert_eq!(ins(&idx, K, 10), Inserted::New);
+        let i2 = idx.clone();
+        let t = loom::thread::spawn(move || {
+            assert_eq!(rm(&i2, K), Some(10));
+            assert_eq!(ins(&i2, K2, 20), Inserted::New);
+        });
+        let seen = probe_primary(&idx.bin(idx.bin_of(K)), K);
+        assert!(matches!(seen, None | Some(None) | Some(Some(10))), "probe(K) returned {seen:?}");
         t.join().unwrap();
     });
 }
