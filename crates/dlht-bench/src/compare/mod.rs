@@ -154,6 +154,8 @@ trait Contender {
         twin: bool,
     ) -> Result<f64, String>;
     fn population(&self, n: u64, threads: usize, batch: usize) -> Result<f64, String>;
+    /// The paper's InsDel on an empty table sized for `n` keys.
+    fn insdel_empty(&self, n: u64, threads: usize, p: &Params, d: &Draw<'_>) -> Result<f64, String>;
     fn latency(&self, keys: u64, dur: Duration, seed: u64) -> Result<Vec<Latency>, String>;
 }
 
@@ -236,6 +238,9 @@ impl<T: Table> Contender for Held<T> {
     }
     fn population(&self, n: u64, threads: usize, batch: usize) -> Result<f64, String> {
         self.checked(|| workloads::population::<T>(n, threads, batch))
+    }
+    fn insdel_empty(&self, n: u64, threads: usize, p: &Params, d: &Draw<'_>) -> Result<f64, String> {
+        self.checked(|| workloads::insdel_empty::<T>(n, threads, p, d.round, d.zipf))
     }
     fn latency(&self, keys: u64, dur: Duration, seed: u64) -> Result<Vec<Latency>, String> {
         self.checked(|| workloads::latency(&self.big, keys, dur, seed))
@@ -364,18 +369,23 @@ impl Plan<'_> {
                 }
             }
         }
+        // The steps that build their own table, of the Population size (its
+        // memory is kept free beside the group's tables): Population, and
+        // the paper's InsDel on an empty table. Every thread count.
         if let Some(n) = self.population {
-            let max_t = *self.threads.iter().max().expect("at least one thread count");
-            for &c in members {
-                let t = if c.concurrent() { max_t } else { 1 };
-                let b = p.batch;
-                record(
-                    c.name().into(),
-                    "population".into(),
-                    t,
-                    None,
-                    Box::new(move |_| c.population(n, t, b)),
-                );
+            for &t in self.threads {
+                for &c in members.iter().filter(|c| c.concurrent() || t == 1) {
+                    let b = p.batch;
+                    let step = Box::new(move |_| c.population(n, t, b));
+                    record(c.name().into(), "population".into(), t, None, step);
+                }
+            }
+            for &t in self.threads {
+                for &c in members.iter().filter(|c| c.concurrent() || t == 1) {
+                    let draw = &draw;
+                    let step = Box::new(move |r| c.insdel_empty(n, t, p, &draw(r, n)));
+                    record(c.name().into(), "insdel-empty".into(), t, None, step);
+                }
             }
         }
         let overall = bar((steps.len() * p.rounds) as u64, "{elapsed_precise} [{bar:30}] {pos}/{len} {msg}");

@@ -131,8 +131,10 @@ pub fn measure<T: Table>(t: &T, w: Workload, threads: usize, p: &Params, d: &Dra
     let mask = d.keys - 1;
     let b = p.batch.clamp(1, MAX_BATCH / 2);
     // Fresh keys: indexes above every prepopulated one, never reused within
-    // the run (Relaxed: the counter only hands out distinct numbers).
-    let fresh = AtomicU64::new(p.keys.max(d.keys) + (d.round << 40));
+    // the run. Thread `th` counts up from `fresh + th << 36` (a thread draws
+    // far fewer than 2^36 keys in a measurement): a counter shared between
+    // threads would add a contended locked instruction to every pair.
+    let fresh = p.keys.max(d.keys) + (d.round << 44);
     let dur = Duration::from_secs_f64(p.seconds);
     let seed = p.seed ^ d.round.wrapping_mul(0xA076_1D64_78BD_642F);
     match w {
@@ -188,15 +190,24 @@ pub fn measure<T: Table>(t: &T, w: Workload, threads: usize, p: &Params, d: &Dra
             assert_eq!(ok, b, "{}: a put of a present key failed", T::NAME);
             b as u64
         }),
-        Workload::Insdel => with_scratch(t, threads, dur, d.keys, seed, |t, w| {
-            let base = fresh.fetch_add(b as u64, Ordering::Relaxed);
-            for (j, k) in w.state.keys[..b].iter_mut().enumerate() {
-                *k = key(base + j as u64);
-            }
-            let ok = t.insdel_batch(&w.state.keys[..b]);
-            assert_eq!(ok, 2 * b, "{}: an insert of a fresh key or its remove failed", T::NAME);
-            2 * b as u64
-        }),
+        Workload::Insdel => T::Sharing::timed(
+            t,
+            threads,
+            dur,
+            d.keys,
+            seed,
+            |th| (Scratch::new(), fresh + ((th as u64) << 36)),
+            |t, w| {
+                let (s, next) = &mut w.state;
+                for (j, k) in s.keys[..b].iter_mut().enumerate() {
+                    *k = key(*next + j as u64);
+                }
+                *next += b as u64;
+                let ok = t.insdel_batch(&s.keys[..b]);
+                assert_eq!(ok, 2 * b, "{}: an insert of a fresh key or its remove failed", T::NAME);
+                2 * b as u64
+            },
+        ),
         Workload::Putheavy => with_scratch(t, threads, dur, d.keys, seed, |t, w| {
             for r in w.state.reqs[..b].iter_mut() {
                 let i = w.keys.next_index();
@@ -227,6 +238,20 @@ fn with_scratch<T: Table>(
 fn get_checked<T: Table>(t: &T, keys: &[u64], out: &mut [Option<u64>]) {
     t.get_batch(keys, out);
     assert!(out.iter().all(Option::is_some), "{}: a get of a present key missed", T::NAME);
+}
+
+/// The paper's InsDel (§4.2): a table sized for `n` keys (a power of two)
+/// and empty; each thread inserts a fresh key, then removes it, so at most
+/// one key per thread is ever live. Million operations per second (an
+/// insert and a remove count as two). Designs that delete by tombstone fill
+/// such a table and must rebuild it; dlht frees each slot at once. An
+/// untimed warm-up of the same loop first faults the table's pages in.
+pub fn insdel_empty<T: Table>(n: u64, threads: usize, p: &Params, round: u64, zipf: &ZipfTrace) -> f64 {
+    let t = T::with_capacity(n as usize);
+    let warm = Params { seconds: p.seconds.min(0.25), ..p.clone() };
+    // Rounds are below 128: the warm-up's fresh keys never meet a timed loop's.
+    measure(&t, Workload::Insdel, threads, &warm, &Draw { keys: n, round: round | 128, zipf });
+    measure(&t, Workload::Insdel, threads, p, &Draw { keys: n, round, zipf })
 }
 
 /// Population: insert `n` fresh keys into a table sized for 1024 keys (so it
