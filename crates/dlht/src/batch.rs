@@ -189,9 +189,12 @@ pub(crate) fn execute<K: Inline, V: Inline, R: Runner>(
     if requests.len() != responses.len() {
         return Err(Error::LengthMismatch { requests: requests.len(), responses: responses.len() });
     }
-    responses.fill(Response::NotExecuted);
+    // Responses are written as requests finish, and only the ones not run
+    // are set to NotExecuted afterwards: filling them all up front would put
+    // a store per request into the store buffer before the first miss.
+    let mut ran = 0;
     let keys = |i: usize| requests[i].key().into_word();
-    pipeline(
+    let result = pipeline(
         || r.current(),
         requests.len(),
         |i| hash(keys(i)),
@@ -211,9 +214,12 @@ pub(crate) fn execute<K: Inline, V: Inline, R: Runner>(
             };
             let go_on = stop == StopOn::Never || resp.succeeded();
             responses[i] = resp;
+            ran = i + 1;
             Ok(go_on)
         },
-    )
+    );
+    responses[ran..].fill(Response::NotExecuted);
+    result
 }
 
 /// Gets of many keys through a get-only prefetch window: request i+[`WINDOW`]
