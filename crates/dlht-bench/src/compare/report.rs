@@ -14,6 +14,18 @@ use std::path::Path;
 /// twin is flagged: a table many times the L3 cannot be served that fast.
 pub const TWIN_FLAG: f64 = 0.75;
 
+/// True where a cache-resident twin bounds its memory-resident figure from
+/// above: reads, or writes on one thread. When several threads write a
+/// small twin, each core keeps taking lines the other has just written
+/// (and a prefetched line arrives shared, so the write needs a second
+/// transfer), and the twin can be slower than the memory-resident table,
+/// whose lines arrive from memory owned by nobody. Measured: batched
+/// put-heavy on 2 threads ran at 1.26–1.32× its twin, papaya's insert+remove
+/// at 0.87–1.05×.
+pub fn twin_bounds(workload: &str, threads: usize) -> bool {
+    threads == 1 || matches!(workload, "get" | "getmiss" | "skew" | "zipf")
+}
+
 /// The system name of the memory-limit probes.
 pub const LIMIT_PLAIN: &str = "limit-plain";
 /// The prefetched probe: the limit ratios are taken against.
@@ -169,7 +181,9 @@ impl Run {
                 of_limit_rounds,
                 vs_best_peer_rounds,
                 of_twin,
-                twin_flag: self.memory_resident && of_twin.is_some_and(|r| r >= TWIN_FLAG),
+                twin_flag: self.memory_resident
+                    && twin_bounds(workload, threads)
+                    && of_twin.is_some_and(|r| r >= TWIN_FLAG),
             });
         }
         self.summary = summary;
@@ -291,7 +305,7 @@ impl Run {
             );
         } else if flagged.is_empty() {
             println!(
-                "# cache-resident check: passed (every memory-resident figure is below {:.0}% of its cache-resident twin)",
+                "# cache-resident check: passed (every memory-resident figure its twin bounds — reads, and writes on one thread — is below {:.0}% of its cache-resident twin)",
                 crate::compare::report::TWIN_FLAG * 100.0
             );
         } else {
@@ -462,6 +476,26 @@ mod tests {
         let flagged: Vec<&str> = r.flagged().iter().map(|s| s.system.as_str()).collect();
         assert_eq!(flagged, vec!["dlht"]);
         assert!(r.table().contains("!!"));
+    }
+
+    #[test]
+    fn writes_on_several_threads_are_not_held_to_their_twin() {
+        // Two writers on a small twin fight over its lines: the twin bounds
+        // reads and one-thread writes only.
+        let on = |mut x: Measurement, t: usize| {
+            x.threads = t;
+            x
+        };
+        let r = run(vec![
+            on(m(LIMIT_PREFETCHED, "lines", &[80.0, 80.0, 80.0], Some(800.0)), 2),
+            on(m("dlht", "putheavy", &[60.0, 60.0, 60.0], Some(50.0)), 2),
+            on(m("dlht", "get", &[90.0, 90.0, 90.0], Some(100.0)), 2),
+            m(LIMIT_PREFETCHED, "lines", &[40.0, 40.0, 40.0], Some(400.0)),
+            m("dlht", "putheavy", &[30.0, 30.0, 30.0], Some(35.0)),
+        ]);
+        let flagged: Vec<(&str, usize)> =
+            r.flagged().iter().map(|s| (s.workload.as_str(), s.threads)).collect();
+        assert_eq!(flagged, vec![("get", 2), ("putheavy", 1)]);
     }
 
     #[test]
