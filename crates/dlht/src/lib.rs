@@ -31,9 +31,11 @@
 //! batch hands the map many requests at once: it prefetches the bins of
 //! the next requests while earlier ones run, so their misses overlap, and
 //! still executes the requests in order (a later request sees an earlier
-//! one's effect). On a memory-resident table, batches of 16 or more gave
-//! about 4× the gets per second of one call per key in the project's
-//! benchmark (see `BENCHMARKS.md`).
+//! one's effect). On a memory-resident table, batches of 32 gave about
+//! 4.5× the gets per second of one call per key in the project's benchmark
+//! (0.85 against 0.18 of the machine's random-line-read limit; see
+//! `BENCHMARKS.md`). [`get_many`](Map::get_many) is the fastest form:
+//! it decides most gets from the one prefetched line.
 //!
 //! ```
 //! use dlht::{Map, Request, Response, StopOn};
