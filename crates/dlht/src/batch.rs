@@ -41,13 +41,15 @@ impl Ring {
         self.0[i % WINDOW] = MaybeUninit::new(hash);
     }
 
-    /// The hash of request `i`, which `set` stored and no later request has
-    /// overwritten (callers read request i before setting i + WINDOW).
+    /// The hash of request `i`.
+    ///
+    /// # Safety
+    /// `set(i, _)` was called before, and `set(i + k * WINDOW, _)` for no
+    /// k ≥ 1 since (it would have replaced the entry; an entry never set is
+    /// uninitialized).
     #[inline(always)]
-    fn get(&self, i: usize) -> u64 {
-        // SAFETY: every caller sets request i before reading it (the
-        // pipelines set 0..min(n, WINDOW) up front, then i + WINDOW before
-        // moving past i), so the entry is initialized.
+    unsafe fn get(&self, i: usize) -> u64 {
+        // SAFETY: the caller's contract: the entry was set.
         unsafe { self.0[i % WINDOW].assume_init() }
     }
 }
@@ -147,13 +149,18 @@ pub(crate) fn pipeline<'i>(
         ahead(i, &mut ring);
     }
     for i in 0..n {
-        let h = ring.get(i);
+        // SAFETY: requests 0..min(n, WINDOW) were set above, and request i
+        // + WINDOW is set below only after request i is read here.
+        let h = unsafe { ring.get(i) };
         if i + WINDOW < n {
             ahead(i + WINDOW, &mut ring);
         }
         if i + WINDOW / 2 < n {
             let idx = index();
-            prefetch_links(idx, bin_ptr(idx, ring.get(i + WINDOW / 2)));
+            // SAFETY: request i + WINDOW/2 was set up front if it is below
+            // WINDOW, else at step i - WINDOW/2; request i + 3·WINDOW/2,
+            // the next to take its entry, is set only at step i + WINDOW/2.
+            prefetch_links(idx, bin_ptr(idx, unsafe { ring.get(i + WINDOW / 2) }));
         }
         // `exec` may free the index (single-thread growth): none is held.
         if !exec(i, h)? {
@@ -252,7 +259,9 @@ pub(crate) fn get_many<K: Inline, V: Inline, R: Runner>(
         ahead(i, &mut ring);
     }
     for i in 0..n {
-        let (k, h) = (keys[i].into_word(), ring.get(i));
+        // SAFETY: requests 0..min(n, WINDOW) were set above, and request i
+        // + WINDOW is set below only after request i is read here.
+        let (k, h) = (keys[i].into_word(), unsafe { ring.get(i) });
         if i + WINDOW < n {
             ahead(i + WINDOW, &mut ring);
         }
