@@ -209,7 +209,7 @@ pub(crate) fn execute<K: Inline, V: Inline, R: Runner>(
             let k = keys(i);
             let v = V::from_word;
             let resp = match requests[i] {
-                Request::Get(_) => Response::Get(driver::get_word(r, h, k).map(v)),
+                Request::Get(_) => Response::Get(probe_or_get(r, h, k).map(v)),
                 Request::Insert(_, val) => {
                     Response::Insert(driver::inserted(driver::insert_word(r, h, k, val.into_word())?))
                 }
@@ -227,6 +227,18 @@ pub(crate) fn execute<K: Inline, V: Inline, R: Runner>(
     );
     responses[ran..].fill(Response::NotExecuted);
     result
+}
+
+/// A get in a batch: decided from the primary bucket when it can be
+/// ([`probe_primary`](crate::protocol::get::probe_primary)), else the full
+/// get.
+#[inline(always)]
+fn probe_or_get<R: Runner>(r: &R, h: u64, k: u64) -> Option<u64> {
+    let idx = r.current();
+    match crate::protocol::get::probe_primary(&idx.bin_as::<R::T>(idx.bin_of(h)), k) {
+        Some(found) => found,
+        None => driver::get_word(r, h, k),
+    }
 }
 
 /// Gets of many keys through a get-only prefetch window: request i+[`WINDOW`]
@@ -265,13 +277,7 @@ pub(crate) fn get_many<K: Inline, V: Inline, R: Runner>(
         if i + WINDOW < n {
             ahead(i + WINDOW, &mut ring);
         }
-        let idx = r.current();
-        let bin = idx.bin_as::<R::T>(idx.bin_of(h));
-        let found = match crate::protocol::get::probe_primary(&bin, k) {
-            Some(found) => found,
-            None => driver::get_word(r, h, k),
-        };
-        out[i] = found.map(V::from_word);
+        out[i] = probe_or_get(r, h, k).map(V::from_word);
     }
     Ok(())
 }
