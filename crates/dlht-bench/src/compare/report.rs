@@ -16,10 +16,9 @@ pub const TWIN_FLAG: f64 = 0.75;
 
 /// True where a cache-resident twin bounds its memory-resident figure from
 /// above: reads, or writes on one thread. When several threads write a
-/// small twin, each core keeps taking lines the other has just written
-/// (and a prefetched line arrives shared, so the write needs a second
-/// transfer), and the twin can be slower than the memory-resident table,
-/// whose lines arrive from memory owned by nobody. Measured: batched
+/// small twin, each core keeps taking lines the other has just written,
+/// and the twin can be slower than the memory-resident table, whose lines
+/// arrive from memory owned by no other core. Measured: batched
 /// put-heavy on 2 threads ran at 1.26–1.32× its twin, papaya's insert+remove
 /// at 0.87–1.05×.
 pub fn twin_bounds(workload: &str, threads: usize) -> bool {
