@@ -70,21 +70,29 @@ fn two_inserts_of_one_key_never_both_succeed() {
     });
 }
 
+/// A two-bin index holding K → 10 while another thread removes K and
+/// inserts K2 (which reuses K's slot): runs `read` on this thread meanwhile
+/// and returns what it saw.
+fn race_with_replacement<R>(read: impl Fn(&Index) -> R) -> R {
+    let idx = index(2);
+    assert_eq!(ins(&idx, K, 10), Inserted::New);
+    let i2 = idx.clone();
+    let t = loom::thread::spawn(move || {
+        assert_eq!(rm(&i2, K), Some(10));
+        assert_eq!(ins(&i2, K2, 20), Inserted::New);
+    });
+    let seen = read(&idx);
+    t.join().unwrap();
+    seen
+}
+
 #[test]
 fn get_never_returns_the_value_of_a_key_that_replaced_it() {
     // Hazard 8: remove(K) then insert(K2) reuses slot 0; a racing get(K)
     // must see K's value or nothing, never K2's.
     model(|| {
-        let idx = index(2);
-        assert_eq!(ins(&idx, K, 10), Inserted::New);
-        let i2 = idx.clone();
-        let t = loom::thread::spawn(move || {
-            assert_eq!(rm(&i2, K), Some(10));
-            assert_eq!(ins(&i2, K2, 20), Inserted::New);
-        });
-        let seen = gt(&idx, K);
+        let seen = race_with_replacement(|idx| gt(idx, K));
         assert!(seen == Some(10) || seen.is_none(), "get(K) returned {seen:?}");
-        t.join().unwrap();
     });
 }
 
@@ -94,16 +102,8 @@ fn probing_the_primary_bucket_never_returns_a_replacing_keys_value() {
     // leave the get undecided (None), but what it decides must be K's value
     // or absence, never K2's.
     model(|| {
-        let idx = index(2);
-        assert_eq!(ins(&idx, K, 10), Inserted::New);
-        let i2 = idx.clone();
-        let t = loom::thread::spawn(move || {
-            assert_eq!(rm(&i2, K), Some(10));
-            assert_eq!(ins(&i2, K2, 20), Inserted::New);
-        });
-        let seen = probe_primary(&idx.bin(idx.bin_of(K)), K);
+        let seen = race_with_replacement(|idx| probe_primary(&idx.bin(idx.bin_of(K)), K));
         assert!(matches!(seen, None | Some(None) | Some(Some(10))), "probe(K) returned {seen:?}");
-        t.join().unwrap();
     });
 }
 
