@@ -241,13 +241,8 @@ fn probe_or_get<R: Runner>(r: &R, h: u64, k: u64) -> Option<u64> {
     }
 }
 
-/// Gets of many keys through a get-only prefetch window: request i+[`WINDOW`]
-/// is hashed and its primary bucket prefetched while request i is probed
-/// with [`probe_primary`](crate::protocol::get::probe_primary), which
-/// decides almost every get from that one line; the rest (a transfer under
-/// way, a key that may sit in a link bucket, a failed validation) take the
-/// full get path. Unlike [`pipeline`] it loads nothing ahead (no link
-/// prefetch): a load of a line still in flight would stall the window.
+/// Gets of many keys through the prefetch window, each decided by
+/// [`probe_or_get`].
 pub(crate) fn get_many<K: Inline, V: Inline, R: Runner>(
     r: &R,
     hash: impl Fn(u64) -> u64,
@@ -257,27 +252,14 @@ pub(crate) fn get_many<K: Inline, V: Inline, R: Runner>(
     if keys.len() != out.len() {
         return Err(Error::LengthMismatch { requests: keys.len(), responses: out.len() });
     }
-    let n = keys.len();
-    let mut ring = Ring::new();
-    // `r.current()` is asked after every hash: a hasher that calls back
-    // into a single-thread map may grow it and free the index (see `local`).
-    let ahead = |i: usize, ring: &mut Ring| {
-        let h = hash(keys[i].into_word());
-        ring.set(i, h);
-        let idx = r.current();
-        prefetch(idx.bin_ptr(idx.bin_of(h)));
-    };
-    for i in 0..n.min(WINDOW) {
-        ahead(i, &mut ring);
-    }
-    for i in 0..n {
-        // SAFETY: requests 0..min(n, WINDOW) were set above, and request i
-        // + WINDOW is set below only after request i is read here.
-        let (k, h) = (keys[i].into_word(), unsafe { ring.get(i) });
-        if i + WINDOW < n {
-            ahead(i + WINDOW, &mut ring);
-        }
-        out[i] = probe_or_get(r, h, k).map(V::from_word);
-    }
+    pipeline(
+        || r.current(),
+        keys.len(),
+        |i| hash(keys[i].into_word()),
+        |i, h| {
+            out[i] = probe_or_get(r, h, keys[i].into_word()).map(V::from_word);
+            Ok(true)
+        },
+    )?;
     Ok(())
 }

@@ -34,8 +34,8 @@
 //! one's effect). On a memory-resident table, batches of 32 gave about
 //! 4.5× the gets per second of one call per key in the project's benchmark
 //! (0.85 against 0.18 of the machine's random-line-read limit; see
-//! `BENCHMARKS.md`). [`get_many`](Map::get_many) is the fastest form:
-//! it decides most gets from the one prefetched line.
+//! `BENCHMARKS.md`). A get in a batch is usually decided from its one
+//! prefetched line.
 //!
 //! ```
 //! use dlht::{Map, Request, Response, StopOn};
