@@ -13,6 +13,7 @@
 use crate::batch::{self, Request, Response, StopOn};
 use crate::error::Error;
 use crate::protocol::insert::Inserted;
+use crate::protocol::put::Change;
 use crate::protocol::{self, Step};
 use crate::raw::header::{SlotState, SLOTS_PER_BIN};
 use crate::raw::index::{BinRef, Index, MAX_BINS, MIN_BINS};
@@ -111,6 +112,22 @@ pub(crate) fn try_upsert<F: Front>(f: &F, key: F::K, value: F::V) -> Result<Opti
     Ok(f.enter(|r| upsert_word(r, h, k, v))?.map(F::V::from_word))
 }
 
+/// A conditional update of a present key: `decide` maps the value found to
+/// the new one, or declines with None (it may run once per value seen).
+#[inline(always)]
+pub(crate) fn update<F: Front>(f: &F, key: &F::K, mut decide: impl FnMut(F::V) -> Option<F::V>) -> Change {
+    let (k, h) = word_and_hash(f, key);
+    f.enter(|r| update_word(r, h, k, |w| decide(F::V::from_word(w)).map(Inline::into_word)))
+}
+
+/// A conditional remove: `take` says whether the value found goes (it may
+/// run once per value seen).
+#[inline(always)]
+pub(crate) fn remove_if<F: Front>(f: &F, key: &F::K, mut take: impl FnMut(F::V) -> bool) -> Change {
+    let (k, h) = word_and_hash(f, key);
+    f.enter(|r| remove_if_word(r, h, k, |w| take(F::V::from_word(w))))
+}
+
 /// `batch`: the map is entered once for the whole batch.
 pub(crate) fn batch<F: Front>(
     f: &F,
@@ -178,6 +195,34 @@ pub(crate) fn put_word<R: Runner>(r: &R, hash: u64, k: u64, v: u64) -> Option<u6
 pub(crate) fn remove_word<R: Runner>(r: &R, hash: u64, k: u64) -> Option<u64> {
     r.run(hash, |bin| protocol::remove::remove(bin, k), |r| -(r.is_some() as i64))
         .expect("dlht invariant: remove never grows")
+}
+
+/// Conditional update on words.
+#[inline(always)]
+pub(crate) fn update_word<R: Runner>(
+    r: &R,
+    hash: u64,
+    k: u64,
+    mut decide: impl FnMut(u64) -> Option<u64>,
+) -> Change {
+    r.run(hash, |bin| protocol::put::update(bin, k, &mut decide), |_| 0)
+        .expect("dlht invariant: update never grows")
+}
+
+/// Conditional remove on words.
+#[inline(always)]
+pub(crate) fn remove_if_word<R: Runner>(
+    r: &R,
+    hash: u64,
+    k: u64,
+    mut take: impl FnMut(u64) -> bool,
+) -> Change {
+    r.run(
+        hash,
+        |bin| protocol::remove::remove_if(bin, k, &mut take),
+        |c| -(matches!(c, Change::Changed(_)) as i64),
+    )
+    .expect("dlht invariant: remove never grows")
 }
 
 /// Upsert on words: put, else insert, until one succeeds. Each attempt

@@ -10,7 +10,8 @@ pub enum Error {
     /// The requested capacity does not fit the index format (more than
     /// 2^29 bins, a 32 GiB index) or overflows the address space.
     CapacityOverflow,
-    /// The operating system refused memory for the index.
+    /// The operating system or the allocator refused memory (for the index,
+    /// or for an entry of an [`AllocMap`](crate::AllocMap)).
     AllocFailed {
         /// Bytes requested.
         bytes: usize,
@@ -24,6 +25,11 @@ pub enum Error {
     /// it lacks `cmpxchg16b`, which every x86-64 CPU since about 2008 has).
     /// dlht's slots need it; the map is not created.
     Unsupported,
+    /// A namespace id beyond the last (see [`NAMESPACES`](crate::NAMESPACES)).
+    NamespaceOutOfRange {
+        /// The id asked for.
+        namespace: usize,
+    },
     /// A batch's output buffer is not as long as its requests.
     LengthMismatch {
         /// Requests (or keys) given.
@@ -37,7 +43,10 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::CapacityOverflow => write!(f, "requested capacity is too large for a dlht index"),
-            Error::AllocFailed { bytes } => write!(f, "could not allocate {bytes} bytes for a dlht index"),
+            Error::AllocFailed { bytes } => write!(f, "could not allocate {bytes} bytes"),
+            Error::NamespaceOutOfRange { namespace } => {
+                write!(f, "namespace {namespace} is out of range: a map has namespaces 0 to {}", crate::NAMESPACES - 1)
+            }
             Error::LengthMismatch { requests, responses } => write!(
                 f,
                 "a batch of {requests} requests needs as many response slots, not {responses}"

@@ -80,6 +80,46 @@ impl BuildHasher for Modulo {
     }
 }
 
+/// The index hash of an allocator-mode map, whose key words are already
+/// signatures (user hashes): a bijective mix (murmur3's 64-bit finalizer),
+/// so that signatures that differ only in high bits — a poor user hasher's
+/// — still spread over bins, and distinct signatures never share a hash.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct SignatureMix;
+
+/// [`SignatureMix`]'s hasher.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct SignatureMixHasher(u64);
+
+impl Hasher for SignatureMixHasher {
+    #[inline(always)]
+    fn finish(&self) -> u64 {
+        let mut h = self.0;
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+        h ^ (h >> 33)
+    }
+
+    #[inline(always)]
+    fn write_u64(&mut self, w: u64) {
+        self.0 = w;
+    }
+
+    fn write(&mut self, _: &[u8]) {
+        unreachable!("dlht invariant: signatures are hashed as words")
+    }
+}
+
+impl BuildHasher for SignatureMix {
+    type Hasher = SignatureMixHasher;
+    #[inline(always)]
+    fn build_hasher(&self) -> SignatureMixHasher {
+        SignatureMixHasher(0)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

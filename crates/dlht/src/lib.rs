@@ -124,11 +124,13 @@
 #![deny(unsafe_op_in_unsafe_fn, missing_docs)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
+mod allocator;
 mod arch;
 mod batch;
 mod driver;
 mod error;
 mod hash;
+mod iter;
 mod local;
 mod map;
 mod protocol;
@@ -144,11 +146,12 @@ mod word;
 #[cfg(all(test, loom))]
 mod tests;
 
+pub use allocator::{AllocIter, AllocMap, Guard, Namespace, Occupied, NAMESPACES};
 pub use batch::{Request, Response, StopOn, WINDOW as BATCH_WINDOW};
 pub use error::Error;
 pub use hash::{DefaultHashBuilder, Modulo, ModuloHasher};
 pub use local::LocalMap;
-pub use map::Map;
+pub use map::{Iter, Map};
 pub use stats::Stats;
 pub use word::Inline;
 

@@ -2,6 +2,9 @@
 
 pub(crate) mod len;
 pub(crate) mod state;
+mod traits;
+
+pub use traits::Iter;
 
 use crate::batch::{Request, Response, StopOn};
 use crate::driver::{self, Front, KeyValue, Runner, DEFAULT_BINS};
@@ -17,7 +20,6 @@ use crate::resize;
 use crate::stats::Stats;
 use crate::sync::backoff;
 use crate::word::Inline;
-use core::fmt;
 use core::hash::BuildHasher;
 use core::marker::PhantomData;
 
@@ -313,6 +315,23 @@ impl<K: Inline, V: Inline, S: BuildHasher> Map<K, V, S> {
         self.core.current(&guard).slot_capacity()
     }
 
+    /// A weakly consistent iterator over the entries: every key present for
+    /// the whole iteration is yielded exactly once, even across resizes;
+    /// keys inserted or removed meanwhile may or may not be (see [`Iter`]).
+    ///
+    /// ```
+    /// let m = dlht::Map::<u64, u64>::new();
+    /// for k in 0..100 {
+    ///     m.insert(k, k * 2).unwrap();
+    /// }
+    /// let mut all: Vec<_> = m.iter().collect();
+    /// all.sort();
+    /// assert_eq!(all, (0..100).map(|k| (k, k * 2)).collect::<Vec<_>>());
+    /// ```
+    pub fn iter(&self) -> Iter<'_, K, V, S> {
+        Iter::new(self)
+    }
+
     /// A snapshot of the index's shape and occupancy (scans the index).
     pub fn stats(&self) -> Stats {
         let guard = self.core.pin();
@@ -392,11 +411,5 @@ impl<K: Inline, V: Inline, S: BuildHasher> Runner for Session<'_, K, V, S> {
                 }
             }
         }
-    }
-}
-
-impl<K, V, S> fmt::Debug for Map<K, V, S> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Map").field("len", &len::sum(&self.core.reclaim)).finish_non_exhaustive()
     }
 }
