@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs the concurrency tests under valgrind memcheck at a small scale: any
 # invalid read or write (an index read after it was freed, a slot out of
-# bounds) or uninitialised use fails the run. Uses the release test
+# bounds) or uninitialised use fails the run, and so does memory lost
+# for good (a "definitely lost" block: a value allocation-mode dropped
+# without freeing). Uses the release test
 # binaries (debug info is on in the release profile, so reports have lines).
 # The test summaries it prints are the ones cargo test prints.
 #
@@ -11,7 +13,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-tests=(stress reclaim batch hasher)
+tests=(stress reclaim batch hasher alloc_map iter)
 args=()
 for t in "${tests[@]}"; do args+=(--test "$t"); done
 # Build, and list the test executables cargo made.
@@ -32,7 +34,8 @@ for exe in "${exes[@]}"; do
   # polling a stop flag) take it again and again, starving the writer it
   # waits for: the reclamation test then ran for minutes or hours instead
   # of seconds, depending on luck.
-  if DLHT_STRESS_SCALE=0.1 valgrind -q --fair-sched=yes --error-exitcode=99 --tool=memcheck --leak-check=no \
+  if DLHT_STRESS_SCALE=0.1 valgrind -q --fair-sched=yes --error-exitcode=99 --tool=memcheck \
+      --leak-check=full --errors-for-leak-kinds=definite \
       "$exe" --test-threads=1 >"$log" 2>&1; then
     echo "memcheck $name: clean ($(grep -h "test result" "$log")) in $((SECONDS - start))s"
   else

@@ -28,4 +28,20 @@ get_no_validate probing_the_primary_bucket_never_returns_a_replacing_keys_value
 generation_relaxed a_thread_never_announces_past_the_index_it_holds
 leave_relaxed an_index_is_never_freed_under_a_reader
 PLANTS
+
+# Plants outside the loom models, each caught by an integration test.
+while read -r plant test name; do
+  out=$(RUSTFLAGS="--cfg dlht_plant=\"$plant\"" CARGO_TARGET_DIR=target/planted-tests \
+        cargo test -q -p dlht --release --test "$test" --no-fail-fast 2>&1)
+  failed=$(echo "$out" | grep -E "^    [a-z_:]+$" | tr -d ' ' | paste -sd, -)
+  if echo ",$failed," | grep -qE "[,:]$name,"; then
+    echo "planted bug $plant: caught by $test::$name (failing: $failed)"
+  else
+    echo "planted bug $plant: NOT caught by $test::$name (failing: ${failed:-none})"
+    echo "$out" | tail -5
+    status=1
+  fi
+done <<'PLANTS'
+trust_signature alloc_map alloc_map_matches_hashmap_with_colliding_signatures
+PLANTS
 exit $status

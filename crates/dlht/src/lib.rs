@@ -137,6 +137,7 @@ mod protocol;
 mod raw;
 mod reclaim;
 mod resize;
+mod set;
 mod stats;
 mod sync;
 mod word;
@@ -152,6 +153,7 @@ pub use error::Error;
 pub use hash::{DefaultHashBuilder, Modulo, ModuloHasher};
 pub use local::LocalMap;
 pub use map::{Iter, Map};
+pub use set::{Set, SetRequest};
 pub use stats::Stats;
 pub use word::Inline;
 

@@ -45,6 +45,16 @@ macro_rules! inline_int {
 inline_int!(u8 => u8, u16 => u16, u32 => u32, u64 => u64, usize => usize,
             i8 => u8, i16 => u16, i32 => u32, i64 => u64, isize => usize);
 
+// SAFETY: the one value of `()` round-trips through any word.
+unsafe impl Inline for () {
+    #[inline(always)]
+    fn into_word(self) -> u64 {
+        0
+    }
+    #[inline(always)]
+    fn from_word(_: u64) -> Self {}
+}
+
 // SAFETY: round-trips through 0/1.
 unsafe impl Inline for bool {
     #[inline(always)]

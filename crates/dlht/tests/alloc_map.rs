@@ -318,7 +318,10 @@ fn iteration_yields_each_stable_key_once_across_resizes() {
             s.spawn(move || {
                 let g = map.guard();
                 let mut i = 0u64;
-                while !done.load(Ordering::Relaxed) || i < (20_000.0 * scale) as u64 {
+                // At least `n` operations, and on until the iterations end
+                // (bounded, for slow runs such as memcheck's).
+                let n = (20_000.0 * scale) as u64;
+                while i < 40 * n && (!done.load(Ordering::Relaxed) || i < n) {
                     map.insert(1 << 40 | i, i, &g).unwrap();
                     let churn = 1 << 50 | (i % 512);
                     if i % 2 == 0 {

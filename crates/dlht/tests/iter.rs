@@ -26,7 +26,10 @@ fn iterate_during_resizes<S: std::hash::BuildHasher + Default + Sync>(chunk: usi
             let (map, done) = (&map, &done);
             s.spawn(move || {
                 let mut i = 0u64;
-                while !done.load(Ordering::Relaxed) || i < (30_000.0 * stress_scale()) as u64 {
+                // At least `n` operations, and on until the iterations end
+                // (bounded, for slow runs such as memcheck's).
+                let n = (30_000.0 * stress_scale()) as u64;
+                while i < 40 * n && (!done.load(Ordering::Relaxed) || i < n) {
                     map.insert(1 << 40 | i, i).unwrap();
                     let churn = 1 << 50 | (i % 512);
                     if i % 2 == 0 {

@@ -84,6 +84,16 @@ pub struct Guard {
     epoch: crossbeam_epoch::Guard,
 }
 
+impl Guard {
+    /// Hand the values this thread retired to the global collector and
+    /// free what no thread can still read. Reclamation does this by itself
+    /// now and then; call it when memory should come back now (after
+    /// removing many values, before measuring memory).
+    pub fn flush(&self) {
+        self.epoch.flush();
+    }
+}
+
 /// An [`AllocMap::insert`] that found its key present: the value there,
 /// and the key and value given back.
 #[derive(Debug)]
@@ -378,6 +388,10 @@ where
                 // SAFETY: a published node, retired only after its word left
                 // the index, and freed only after `guard` unpins.
                 let n = unsafe { &*(w.addr() as *const Node<K, V>) };
+                // Planted bug (scripts/planted-bugs.sh): trust the signature.
+                if cfg!(dlht_plant = "trust_signature") {
+                    return Some(n);
+                }
                 (n.key.borrow() == key).then_some(n)
             }
             Kind::List => {

@@ -1,0 +1,211 @@
+//! Hash-set mode (paper §3.4.3): a concurrent set of keys of at most 8
+//! bytes, on the inlined map with an empty value.
+//!
+//! The paper's set packs keys into 8-byte slots. Here a set's slot keeps
+//! its 16 bytes: the value word carries the key of a committed but
+//! unpublished insert (the pending state that keeps two inserts of one key
+//! apart, hazard 2), so a set holds as many keys per bin as a map. What a
+//! set saves is the API's: no value to store, pass or return.
+
+use crate::batch::{Request, Response, StopOn};
+use crate::driver::or_panic;
+use crate::error::Error;
+use crate::hash::DefaultHashBuilder;
+use crate::map::{Iter, Map};
+use crate::word::Inline;
+use core::fmt;
+use core::hash::BuildHasher;
+
+/// Requests per pass when a batch of set requests is turned into map
+/// requests on the stack (several prefetch windows, so the pipeline runs
+/// full between passes).
+const PASS: usize = 256;
+
+/// A concurrent set of keys of at most 8 bytes ([`Inline`]), lock-free like
+/// [`Map`], with the same batches and prefetching.
+///
+/// ```
+/// let s = dlht::Set::<u64>::new();
+/// assert!(s.insert(7));
+/// assert!(!s.insert(7)); // already there
+/// assert!(s.contains(&7));
+/// assert!(s.remove(&7));
+/// assert!(!s.contains(&7));
+/// ```
+pub struct Set<K, S = DefaultHashBuilder> {
+    map: Map<K, (), S>,
+}
+
+/// One request of a [`Set::batch`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SetRequest<K> {
+    /// Is the key present?
+    Contains(K),
+    /// Insert the key; true if it was absent.
+    Insert(K),
+    /// Remove the key; true if it was present.
+    Remove(K),
+}
+
+impl<K: Inline> Set<K, DefaultHashBuilder> {
+    /// An empty set.
+    pub fn new() -> Self {
+        Set { map: Map::new() }
+    }
+
+    /// An empty set sized for `n` keys. Panics if the index cannot be
+    /// allocated; see [`try_with_capacity`](Self::try_with_capacity).
+    pub fn with_capacity(n: usize) -> Self {
+        Set { map: Map::with_capacity(n) }
+    }
+
+    /// An empty set sized for `n` keys, or why it cannot be made.
+    pub fn try_with_capacity(n: usize) -> Result<Self, Error> {
+        Ok(Set { map: Map::try_with_capacity(n)? })
+    }
+}
+
+impl<K: Inline> Default for Set<K, DefaultHashBuilder> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<K: Inline, S: BuildHasher> Set<K, S> {
+    /// An empty set for `n` keys using `hasher`, or why it cannot be made.
+    pub fn try_with_capacity_and_hasher(n: usize, hasher: S) -> Result<Self, Error> {
+        Ok(Set { map: Map::try_with_capacity_and_hasher(n, hasher)? })
+    }
+
+    /// Insert `key`: true if it was absent. Panics only if the index must
+    /// grow and cannot; see [`try_insert`](Self::try_insert).
+    #[inline]
+    pub fn insert(&self, key: K) -> bool {
+        or_panic(self.try_insert(key))
+    }
+
+    /// Like [`insert`](Self::insert), with a failure to grow as an error.
+    #[inline]
+    pub fn try_insert(&self, key: K) -> Result<bool, Error> {
+        Ok(self.map.try_insert(key, ())?.is_ok())
+    }
+
+    /// True if `key` is present.
+    #[inline]
+    pub fn contains(&self, key: &K) -> bool {
+        self.map.contains_key(key)
+    }
+
+    /// Remove `key`: true if it was present.
+    #[inline]
+    pub fn remove(&self, key: &K) -> bool {
+        self.map.remove(key).is_some()
+    }
+
+    /// Number of keys (see [`Map::len`]).
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// True if the set holds no key.
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// Keys the index holds before it must grow.
+    pub fn capacity(&self) -> usize {
+        self.map.capacity()
+    }
+
+    /// A weakly consistent iterator over the keys (see [`Iter`]).
+    pub fn iter(&self) -> impl Iterator<Item = K> + '_ {
+        let keys: Iter<'_, K, (), S> = self.map.iter();
+        keys.map(|(k, ())| k)
+    }
+
+    /// Membership of many keys at once, prefetching ahead (as
+    /// [`Map::get_many`]): `out[i]` says whether `keys[i]` is present.
+    ///
+    /// ```
+    /// let s = dlht::Set::<u32>::new();
+    /// s.insert(3);
+    /// let mut out = [false; 2];
+    /// s.contains_many(&[3, 4], &mut out).unwrap();
+    /// assert_eq!(out, [true, false]);
+    /// ```
+    pub fn contains_many(&self, keys: &[K], out: &mut [bool]) -> Result<(), Error> {
+        if keys.len() != out.len() {
+            return Err(Error::LengthMismatch { requests: keys.len(), responses: out.len() });
+        }
+        let mut found = [None; PASS];
+        for (keys, out) in keys.chunks(PASS).zip(out.chunks_mut(PASS)) {
+            self.map.get_many(keys, &mut found[..keys.len()])?;
+            for (o, f) in out.iter_mut().zip(&found) {
+                *o = f.is_some();
+            }
+        }
+        Ok(())
+    }
+
+    /// Run a batch of requests in order, prefetching ahead (as
+    /// [`Map::batch`]): `out[i]` is the result of `requests[i]`. Returns
+    /// how many ran (all, or up to an error growing the index, after which
+    /// the rest are false).
+    ///
+    /// ```
+    /// use dlht::{Set, SetRequest};
+    /// let s = Set::<u64>::new();
+    /// let reqs = [SetRequest::Insert(1), SetRequest::Contains(1), SetRequest::Remove(2)];
+    /// let mut out = [false; 3];
+    /// assert_eq!(s.batch(&reqs, &mut out), Ok(3));
+    /// assert_eq!(out, [true, true, false]);
+    /// ```
+    pub fn batch(&self, requests: &[SetRequest<K>], out: &mut [bool]) -> Result<usize, Error> {
+        if requests.len() != out.len() {
+            return Err(Error::LengthMismatch { requests: requests.len(), responses: out.len() });
+        }
+        out.fill(false);
+        let mut reqs = [Request::Get(K::from_word(0)); PASS];
+        let mut resps = [Response::NotExecuted; PASS];
+        let mut ran = 0;
+        for (chunk, out) in requests.chunks(PASS).zip(out.chunks_mut(PASS)) {
+            for (r, q) in reqs.iter_mut().zip(chunk) {
+                *r = match *q {
+                    SetRequest::Contains(k) => Request::Get(k),
+                    SetRequest::Insert(k) => Request::Insert(k, ()),
+                    SetRequest::Remove(k) => Request::Remove(k),
+                };
+            }
+            let n = chunk.len();
+            let done = self.map.batch(&reqs[..n], &mut resps[..n], StopOn::Never);
+            for (o, r) in out.iter_mut().zip(&resps[..n]) {
+                *o = r.succeeded();
+            }
+            ran += done?;
+        }
+        Ok(ran)
+    }
+}
+
+impl<K: Inline, S: BuildHasher> Extend<K> for Set<K, S> {
+    fn extend<I: IntoIterator<Item = K>>(&mut self, iter: I) {
+        for k in iter {
+            self.insert(k);
+        }
+    }
+}
+
+impl<K: Inline, S: BuildHasher + Default> FromIterator<K> for Set<K, S> {
+    fn from_iter<I: IntoIterator<Item = K>>(iter: I) -> Self {
+        let iter = iter.into_iter();
+        let mut s = or_panic(Set::try_with_capacity_and_hasher(iter.size_hint().0, S::default()));
+        s.extend(iter);
+        s
+    }
+}
+
+impl<K: Inline + fmt::Debug, S: BuildHasher> fmt::Debug for Set<K, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_set().entries(self.iter()).finish()
+    }
+}
