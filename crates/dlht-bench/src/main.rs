@@ -4,8 +4,8 @@
 //! single-thread) with papaya, dashmap, scc, flurry, leapfrog, std's
 //! RwLock<HashMap> and (one thread) hashbrown on the paper's workloads, in
 //! interleaved rounds with the machine's memory limit, and writes CSV,
-//! JSON and plots. `dlht-bench baseline|batching|hashers` run the focused
-//! studies.
+//! JSON and plots. `dlht-bench baseline|batching|hashers|sizes` run the
+//! focused studies.
 
 mod compare;
 mod harness;
@@ -50,6 +50,9 @@ enum StudyCmd {
     Batching(compare::CompareArgs),
     /// Hash functions: ns per word, cached gets, occupancy at resize.
     Hashers(studies::HasherArgs),
+    /// Key and value sizes (paper Figs. 9, 10): the allocator mode against
+    /// papaya, dashmap and scc, values of 8 B … 1.5 KB and keys of 8 … 256 B.
+    Sizes(studies::sizes::SizeArgs),
     /// Exactly --ops gets per access mode, untimed, for valgrind (see
     /// scripts/profile-gets.sh).
     Profile(studies::profile::ProfileArgs),
@@ -65,6 +68,7 @@ fn main() {
             studies::hashers(a);
             false
         }
+        Some(StudyCmd::Sizes(a)) => studies::sizes::run(a),
         Some(StudyCmd::Profile(a)) => {
             studies::profile::run(a);
             false

@@ -7,8 +7,8 @@
 
 use dlht::{AllocMap, Error};
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::hash::{BuildHasher, Hasher};
 use std::cell::Cell;
+use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 struct RefuseOnce;
@@ -125,7 +125,9 @@ fn refused_allocations_are_errors_and_change_nothing() {
     assert_eq!(e, Err(Error::AllocFailed { bytes: NODE }));
     assert_eq!(map.get(&1, &g).map(|v| v[0]), Some(1));
     // The panicking form says why.
-    refusing(NODE, &map, || quiet_panic("could not allocate 1016 bytes", || drop(map.insert(2, [2; 1000], &g))));
+    refusing(NODE, &map, || {
+        quiet_panic("could not allocate 1016 bytes", || drop(map.insert(2, [2; 1000], &g)))
+    });
     // And the map still works.
     map.insert(2, [2; 1000], &g).unwrap();
     assert_eq!(map.len(), 2);

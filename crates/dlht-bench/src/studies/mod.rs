@@ -6,6 +6,7 @@
 
 pub mod baseline;
 pub mod profile;
+pub mod sizes;
 
 use crate::compare::workloads::Workload;
 use crate::compare::{self, CompareArgs};
@@ -187,7 +188,7 @@ pub fn hashers(a: HasherArgs) {
 }
 
 /// Write `name` in `dir`, or say why not.
-fn write(dir: &std::path::Path, name: &str, text: &str) {
+pub(crate) fn write(dir: &std::path::Path, name: &str, text: &str) {
     if let Err(e) = std::fs::create_dir_all(dir).and_then(|_| std::fs::write(dir.join(name), text)) {
         eprintln!("could not write {}: {e}", dir.join(name).display());
     }

@@ -1,0 +1,395 @@
+//! Key and value sizes (paper Figs. 9 and 10): dlht's allocator mode
+//! (`AllocMap`) against the peers that hold keys and values of any size,
+//! on memory-resident tables, in interleaved rounds.
+//!
+//! - value sweep: 8-byte keys, values of 8 B … 1.5 KB; Get (the value is
+//!   found, its first word read), Get-Access (every byte of the value
+//!   read), InsDel (insert a fresh key with a value, remove it);
+//! - key sweep: keys of 8 … 256 B, 8-byte values; Get and InsDel.
+//!
+//! Keys and values are byte arrays (`[u8; N]`): each system stores them as
+//! it stores any value type (dlht: one allocation per entry; papaya: one
+//! per entry; dashmap and scc: inline in their buckets). Each system uses
+//! its own default hasher. Every get is checked (a miss of a present key
+//! is a failure, not a count).
+
+use crate::compare;
+use crate::harness::{self, Spread};
+use crate::studies::write;
+use serde::Serialize;
+use std::fmt::Write as _;
+use std::hint::black_box;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Options of the size study.
+#[derive(clap::Args, Clone, Debug)]
+pub struct SizeArgs {
+    /// Seconds per measurement.
+    #[arg(long, default_value_t = 0.5, value_parser = compare::positive_seconds)]
+    pub seconds: f64,
+    /// Interleaved rounds.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub rounds: u32,
+    /// Threads.
+    #[arg(long, default_value_t = 1)]
+    pub threads: usize,
+    /// Memory for all systems' tables of one size together, in GiB: the
+    /// key count is the largest power of two that fits (at most 2^22).
+    #[arg(long, default_value_t = 8.0)]
+    pub memory_gib: f64,
+    /// Folder for sizes.csv and sizes.json.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Tiny tables, a few seconds.
+    #[arg(long)]
+    pub smoke: bool,
+}
+
+/// A key or value of N bytes, derived from a number (the first 8 bytes are
+/// its little-endian bytes, so distinct numbers give distinct keys).
+fn bytes<const N: usize>(i: u64) -> [u8; N] {
+    let mut b = [0x5a; N];
+    let le = i.to_le_bytes();
+    let n = N.min(8);
+    b[..n].copy_from_slice(&le[..n]);
+    b
+}
+
+/// Sum of a value's 8-byte words: reads every byte (Get-Access).
+#[inline]
+fn touch<const N: usize>(v: &[u8; N]) -> u64 {
+    v.chunks(8).map(|c| c.iter().fold(0u64, |a, &b| a.wrapping_mul(31).wrapping_add(b as u64))).sum()
+}
+
+/// The operations the sweep needs, on one table of `[u8; KB]` → `[u8; VB]`.
+trait SizedTable<const KB: usize, const VB: usize>: Sync {
+    fn name(&self) -> &'static str;
+    /// The value of `k`: its first word (Get), or all of it folded
+    /// (`access`). None if absent.
+    fn get(&self, k: &[u8; KB], access: bool) -> Option<u64>;
+    fn insert(&self, k: [u8; KB], v: [u8; VB]) -> bool;
+    fn remove(&self, k: &[u8; KB]) -> bool;
+}
+
+fn first_word<const N: usize>(v: &[u8; N]) -> u64 {
+    v[0] as u64
+}
+
+struct Dlht<const KB: usize, const VB: usize>(dlht::AllocMap<[u8; KB], [u8; VB]>);
+
+impl<const KB: usize, const VB: usize> SizedTable<KB, VB> for Dlht<KB, VB> {
+    fn name(&self) -> &'static str {
+        "dlht-alloc"
+    }
+    fn get(&self, k: &[u8; KB], access: bool) -> Option<u64> {
+        let g = self.0.guard();
+        self.0.get(k, &g).map(|v| if access { touch(v) } else { first_word(v) })
+    }
+    fn insert(&self, k: [u8; KB], v: [u8; VB]) -> bool {
+        self.0.insert(k, v, &self.0.guard()).is_ok()
+    }
+    fn remove(&self, k: &[u8; KB]) -> bool {
+        self.0.remove(k, &self.0.guard()).is_some()
+    }
+}
+
+struct Papaya<const KB: usize, const VB: usize>(papaya::HashMap<[u8; KB], [u8; VB]>);
+
+impl<const KB: usize, const VB: usize> SizedTable<KB, VB> for Papaya<KB, VB> {
+    fn name(&self) -> &'static str {
+        "papaya"
+    }
+    fn get(&self, k: &[u8; KB], access: bool) -> Option<u64> {
+        let m = self.0.pin();
+        m.get(k).map(|v| if access { touch(v) } else { first_word(v) })
+    }
+    fn insert(&self, k: [u8; KB], v: [u8; VB]) -> bool {
+        self.0.pin().try_insert(k, v).is_ok()
+    }
+    fn remove(&self, k: &[u8; KB]) -> bool {
+        self.0.pin().remove(k).is_some()
+    }
+}
+
+struct Dash<const KB: usize, const VB: usize>(dashmap::DashMap<[u8; KB], [u8; VB]>);
+
+impl<const KB: usize, const VB: usize> SizedTable<KB, VB> for Dash<KB, VB> {
+    fn name(&self) -> &'static str {
+        "dashmap"
+    }
+    fn get(&self, k: &[u8; KB], access: bool) -> Option<u64> {
+        self.0.get(k).map(|v| if access { touch(&*v) } else { first_word(&*v) })
+    }
+    fn insert(&self, k: [u8; KB], v: [u8; VB]) -> bool {
+        match self.0.entry(k) {
+            dashmap::Entry::Occupied(_) => false,
+            dashmap::Entry::Vacant(e) => {
+                e.insert(v);
+                true
+            }
+        }
+    }
+    fn remove(&self, k: &[u8; KB]) -> bool {
+        self.0.remove(k).is_some()
+    }
+}
+
+struct Scc<const KB: usize, const VB: usize>(scc::HashMap<[u8; KB], [u8; VB]>);
+
+impl<const KB: usize, const VB: usize> SizedTable<KB, VB> for Scc<KB, VB> {
+    fn name(&self) -> &'static str {
+        "scc"
+    }
+    fn get(&self, k: &[u8; KB], access: bool) -> Option<u64> {
+        self.0.read_sync(k, |_, v| if access { touch(v) } else { first_word(v) })
+    }
+    fn insert(&self, k: [u8; KB], v: [u8; VB]) -> bool {
+        self.0.insert_sync(k, v).is_ok()
+    }
+    fn remove(&self, k: &[u8; KB]) -> bool {
+        self.0.remove_sync(k).is_some()
+    }
+}
+
+/// One row of results.
+#[derive(Serialize)]
+struct Row {
+    sweep: &'static str,
+    key_bytes: usize,
+    value_bytes: usize,
+    keys: u64,
+    workload: &'static str,
+    system: &'static str,
+    mops: Spread,
+    /// Per-round ratio dlht-alloc ÷ this system (1 for dlht-alloc).
+    dlht_over: Spread,
+}
+
+/// The workloads of one sweep point.
+#[derive(Clone, Copy)]
+enum Work {
+    Get,
+    GetAccess,
+    InsDel,
+}
+
+impl Work {
+    fn name(self) -> &'static str {
+        match self {
+            Work::Get => "get",
+            Work::GetAccess => "get-access",
+            Work::InsDel => "insdel",
+        }
+    }
+}
+
+/// Measure every system at one (key size, value size) point.
+fn point<const KB: usize, const VB: usize>(
+    a: &SizeArgs,
+    sweep: &'static str,
+    works: &[Work],
+    rows: &mut Vec<Row>,
+) -> Result<(), String> {
+    let per_entry = (KB + VB + 64) as f64;
+    let budget = a.memory_gib * (1u64 << 30) as f64 / 4.0;
+    let keys: u64 = if a.smoke { 1 << 12 } else { ((budget / per_entry) as u64).clamp(1 << 12, 1 << 22) };
+    let keys = 1u64 << (63 - keys.leading_zeros());
+    let n = keys as usize;
+    let systems: Vec<Box<dyn SizedTable<KB, VB>>> = vec![
+        Box::new(Dlht(dlht::AllocMap::with_capacity(n))),
+        Box::new(Papaya(papaya::HashMap::with_capacity(n))),
+        Box::new(Dash(dashmap::DashMap::with_capacity(n))),
+        Box::new(Scc(scc::HashMap::with_capacity(n))),
+    ];
+    for s in &systems {
+        let s = &**s;
+        std::thread::scope(|sc| {
+            for t in 0..2u64 {
+                sc.spawn(move || {
+                    for i in (t..keys).step_by(2) {
+                        assert!(s.insert(bytes(i), bytes(i)), "{}: populating", s.name());
+                    }
+                });
+            }
+        });
+    }
+    let dur = Duration::from_secs_f64(if a.smoke { 0.02 } else { a.seconds });
+    let threads = a.threads.max(1);
+    for &w in works {
+        let mut steps: Vec<harness::Step<'_>> = systems
+            .iter()
+            .map(|s| {
+                let s = &**s;
+                let step: harness::Step<'_> = Box::new(move |round| measure(s, w, keys, threads, dur, round));
+                step
+            })
+            .collect();
+        let got = harness::rounds(&mut steps, a.rounds as usize, |_, _| {});
+        drop(steps);
+        let mut per_system = Vec::new();
+        for (s, r) in systems.iter().zip(&got) {
+            let ok: Vec<f64> = r.iter().filter_map(|x| x.as_ref().ok().copied()).collect();
+            if let Some(e) = r.iter().find_map(|x| x.as_ref().err()) {
+                return Err(format!("{} {} at key {KB} B, value {VB} B: {e}", s.name(), w.name()));
+            }
+            per_system.push(ok);
+        }
+        for (s, mine) in systems.iter().zip(&per_system) {
+            let ratios: Vec<f64> = per_system[0].iter().zip(mine).map(|(d, m)| d / m).collect();
+            rows.push(Row {
+                sweep,
+                key_bytes: KB,
+                value_bytes: VB,
+                keys,
+                workload: w.name(),
+                system: s.name(),
+                mops: Spread::of(mine).expect("at least one round"),
+                dlht_over: Spread::of(&ratios).expect("at least one round"),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// One timed measurement of `w` on `s`; Err if a check failed.
+fn measure<const KB: usize, const VB: usize>(
+    s: &dyn SizedTable<KB, VB>,
+    w: Work,
+    keys: u64,
+    threads: usize,
+    dur: Duration,
+    round: u64,
+) -> Result<f64, String> {
+    let misses = std::sync::atomic::AtomicU64::new(0);
+    let seed = 0x51e5 ^ round;
+    let mops = harness::timed(
+        threads,
+        dur,
+        keys,
+        seed,
+        |t| (1u64 << 40) | ((t as u64) << 32) | round << 24,
+        |wk| match w {
+            Work::Get | Work::GetAccess => {
+                let mut sum = 0u64;
+                let mut miss = 0;
+                for _ in 0..64 {
+                    let i = wk.keys.next_index();
+                    match s.get(&bytes(i), matches!(w, Work::GetAccess)) {
+                        Some(v) => sum = sum.wrapping_add(v),
+                        None => miss += 1,
+                    }
+                }
+                black_box(sum);
+                if miss > 0 {
+                    misses.fetch_add(miss, std::sync::atomic::Ordering::Relaxed);
+                }
+                64
+            }
+            Work::InsDel => {
+                for _ in 0..32 {
+                    let k = bytes(wk.state);
+                    wk.state += 1;
+                    if !s.insert(k, bytes(wk.state)) || !s.remove(&k) {
+                        misses.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                }
+                64
+            }
+        },
+    );
+    match misses.into_inner() {
+        0 => Ok(mops),
+        m => Err(format!("{m} gets of present keys missed, or fresh inserts failed")),
+    }
+}
+
+/// The size study. True if a result check failed.
+pub fn run(a: SizeArgs) -> bool {
+    let machine = crate::harness::machine::Machine::describe();
+    println!("# dlht-bench sizes: {}", machine.line());
+    let mut rows = Vec::new();
+    let value_works = [Work::Get, Work::GetAccess, Work::InsDel];
+    let key_works = [Work::Get, Work::InsDel];
+    let results = [
+        point::<8, 8>(&a, "value", &value_works, &mut rows),
+        point::<8, 64>(&a, "value", &value_works, &mut rows),
+        point::<8, 256>(&a, "value", &value_works, &mut rows),
+        point::<8, 1024>(&a, "value", &value_works, &mut rows),
+        point::<8, 1536>(&a, "value", &value_works, &mut rows),
+        point::<16, 8>(&a, "key", &key_works, &mut rows),
+        point::<32, 8>(&a, "key", &key_works, &mut rows),
+        point::<64, 8>(&a, "key", &key_works, &mut rows),
+        point::<128, 8>(&a, "key", &key_works, &mut rows),
+        point::<256, 8>(&a, "key", &key_works, &mut rows),
+    ];
+    let mut failed = false;
+    for e in results.iter().filter_map(|r| r.as_ref().err()) {
+        eprintln!("check failed: {e}");
+        failed = true;
+    }
+    println!(
+        "{:<6} {:>5} {:>6} {:>8} {:<11} {:<11} {:>24} {:>22}",
+        "sweep", "key", "value", "keys", "workload", "system", "M ops/s", "dlht-alloc ÷ system"
+    );
+    let mut csv = String::from("sweep,key_bytes,value_bytes,keys,workload,system,mops,dlht_over\n");
+    for r in &rows {
+        println!(
+            "{:<6} {:>5} {:>6} {:>8} {:<11} {:<11} {:>24} {:>22}",
+            r.sweep,
+            r.key_bytes,
+            r.value_bytes,
+            r.keys,
+            r.workload,
+            r.system,
+            r.mops.show(2),
+            r.dlht_over.show(2)
+        );
+        let _ = writeln!(
+            csv,
+            "{},{},{},{},{},{},{:.4},{:.4}",
+            r.sweep,
+            r.key_bytes,
+            r.value_bytes,
+            r.keys,
+            r.workload,
+            r.system,
+            r.mops.median,
+            r.dlht_over.median
+        );
+    }
+    println!(
+        "# medians (min–max) over {} interleaved rounds, {} thread(s); ratios per round",
+        a.rounds, a.threads
+    );
+    let dir =
+        a.out.clone().unwrap_or_else(|| PathBuf::from(format!("dlht-results/sizes-{}", machine.date_unix)));
+    write(&dir, "sizes.csv", &csv);
+    write(&dir, "sizes.json", &serde_json::to_string_pretty(&rows).unwrap_or_default());
+    println!("# results: {}", dir.display());
+    failed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sized_keys_are_distinct_and_touch_reads_everything() {
+        assert_ne!(bytes::<8>(1), bytes::<8>(2));
+        assert_ne!(bytes::<256>(1), bytes::<256>(2));
+        let mut v = bytes::<64>(7);
+        let t = touch(&v);
+        v[63] ^= 1;
+        assert_ne!(touch(&v), t, "the last byte counts");
+    }
+
+    #[test]
+    fn smoke_point_runs_and_checks() {
+        let a = SizeArgs { seconds: 0.01, rounds: 1, threads: 1, memory_gib: 0.1, out: None, smoke: true };
+        let mut rows = Vec::new();
+        point::<8, 64>(&a, "value", &[Work::Get, Work::GetAccess, Work::InsDel], &mut rows).unwrap();
+        assert_eq!(rows.len(), 12);
+        assert!(rows.iter().all(|r| r.mops.median > 0.0));
+    }
+}
