@@ -119,7 +119,7 @@ impl<const KB: usize, const VB: usize> SizedTable<KB, VB> for Dash<KB, VB> {
         "dashmap"
     }
     fn get(&self, k: &[u8; KB], access: bool) -> Option<u64> {
-        self.0.get(k).map(|v| if access { touch(&*v) } else { first_word(&*v) })
+        self.0.get(k).map(|v| if access { touch(&v) } else { first_word(&v) })
     }
     fn insert(&self, k: [u8; KB], v: [u8; VB]) -> bool {
         match self.0.entry(k) {
