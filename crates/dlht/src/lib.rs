@@ -74,6 +74,37 @@
 //! assert!(m.is_empty());
 //! ```
 //!
+//! ## Any keys and values: allocator mode (paper §3.4.1)
+//!
+//! [`AllocMap`] holds keys and values of any type and size, each entry in
+//! its own allocation; [`AllocMap::get`] returns a reference to the value,
+//! valid while the [`Guard`] it was read under lives, even if the key is
+//! removed meanwhile (epoch-based reclamation frees it later). Keys live in
+//! up to [`NAMESPACES`] namespaces.
+//!
+//! ```
+//! use dlht::AllocMap;
+//!
+//! let m: AllocMap<Vec<u8>, String> = AllocMap::new();
+//! let g = m.guard();
+//! m.insert(b"k".to_vec(), "v".to_string(), &g).unwrap();
+//! assert_eq!(m.get(&b"k"[..], &g).map(String::as_str), Some("v"));
+//! let old = m.upsert(b"k".to_vec(), "w".to_string(), &g);
+//! assert_eq!(old.map(String::as_str), Some("v")); // still readable under `g`
+//! ```
+//!
+//! ## Sets and iteration
+//!
+//! [`Set`] is the hash-set mode (paper §3.4.3). Every map and set has a
+//! weakly consistent iterator that never blocks: keys present for the whole
+//! iteration are yielded exactly once, even across resizes.
+//!
+//! ```
+//! let s: dlht::Set<u64> = (0..10).collect();
+//! assert!(s.contains(&3));
+//! assert_eq!(s.iter().count(), 10);
+//! ```
+//!
 //! ## Layout (paper §3.1)
 //!
 //! The index is an array of bins. A bin is a 64-byte primary bucket — an

@@ -108,7 +108,17 @@ pub struct Occupied<'g, K, V> {
 
 /// The keys of one namespace of an [`AllocMap`] (from
 /// [`AllocMap::namespace`]). Equal keys in different namespaces are
-/// different keys.
+/// different keys. Its methods take a guard that lives as long as the
+/// view's borrow of the map, which the values they return borrow too (so
+/// the map cannot be dropped under them).
+///
+/// ```compile_fail
+/// let m = dlht::AllocMap::<u64, u64>::new();
+/// let g = m.guard();
+/// let v = m.namespace(1).unwrap().get(&1, &g);
+/// drop(m); // a value read from the map still borrows it
+/// let _ = v;
+/// ```
 ///
 /// ```
 /// let m = dlht::AllocMap::<u64, &str>::new();
@@ -374,7 +384,7 @@ where
     /// # Safety
     /// `w` was read from the index while `guard` was pinned.
     #[inline(always)]
-    unsafe fn find<'g, Q>(&self, w: u64, key: &Q, _guard: &'g Guard) -> Option<&'g Node<K, V>>
+    unsafe fn find<Q>(&self, w: u64, key: &Q, _guard: &'m Guard) -> Option<&'m Node<K, V>>
     where
         K: Borrow<Q>,
         Q: Eq + ?Sized,
@@ -408,7 +418,7 @@ where
 
     /// See [`AllocMap::get`].
     #[inline]
-    pub fn get<'g, Q>(&self, key: &Q, guard: &'g Guard) -> Option<&'g V>
+    pub fn get<Q>(&self, key: &Q, guard: &'m Guard) -> Option<&'m V>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
@@ -428,17 +438,17 @@ where
     }
 
     /// See [`AllocMap::insert`].
-    pub fn insert<'g>(&self, key: K, value: V, guard: &'g Guard) -> Result<(), Occupied<'g, K, V>> {
+    pub fn insert(&self, key: K, value: V, guard: &'m Guard) -> Result<(), Occupied<'m, K, V>> {
         or_panic(self.try_insert(key, value, guard))
     }
 
     /// See [`AllocMap::try_insert`].
-    pub fn try_insert<'g>(
+    pub fn try_insert(
         &self,
         key: K,
         value: V,
-        guard: &'g Guard,
-    ) -> Result<Result<(), Occupied<'g, K, V>>, Error> {
+        guard: &'m Guard,
+    ) -> Result<Result<(), Occupied<'m, K, V>>, Error> {
         let sig = self.signature(&key);
         let node = Fresh::new(self.ns, key, value)?;
         loop {
@@ -463,12 +473,12 @@ where
     }
 
     /// See [`AllocMap::upsert`].
-    pub fn upsert<'g>(&self, key: K, value: V, guard: &'g Guard) -> Option<&'g V> {
+    pub fn upsert(&self, key: K, value: V, guard: &'m Guard) -> Option<&'m V> {
         or_panic(self.try_upsert(key, value, guard))
     }
 
     /// See [`AllocMap::try_upsert`].
-    pub fn try_upsert<'g>(&self, key: K, value: V, guard: &'g Guard) -> Result<Option<&'g V>, Error> {
+    pub fn try_upsert(&self, key: K, value: V, guard: &'m Guard) -> Result<Option<&'m V>, Error> {
         let sig = self.signature(&key);
         let node = Fresh::new(self.ns, key, value)?;
         loop {
@@ -498,7 +508,7 @@ where
     }
 
     /// See [`AllocMap::put`].
-    pub fn put<'g>(&self, key: &K, value: V, guard: &'g Guard) -> Result<&'g V, V>
+    pub fn put(&self, key: &K, value: V, guard: &'m Guard) -> Result<&'m V, V>
     where
         K: Clone,
     {
@@ -506,7 +516,7 @@ where
     }
 
     /// [`put`](Self::put), with allocation failure as an error.
-    pub fn try_put<'g>(&self, key: &K, value: V, guard: &'g Guard) -> Result<Result<&'g V, V>, Error>
+    pub fn try_put(&self, key: &K, value: V, guard: &'m Guard) -> Result<Result<&'m V, V>, Error>
     where
         K: Clone,
     {
@@ -514,13 +524,13 @@ where
     }
 
     /// See [`AllocMap::compare_and_replace`].
-    pub fn compare_and_replace<'g>(
+    pub fn compare_and_replace(
         &self,
         key: &K,
         current: &V,
         new: V,
-        guard: &'g Guard,
-    ) -> Result<&'g V, (V, Option<&'g V>)>
+        guard: &'m Guard,
+    ) -> Result<&'m V, (V, Option<&'m V>)>
     where
         K: Clone,
     {
@@ -530,13 +540,13 @@ where
     /// Replace the value of a present `key` with `value` if `accept`
     /// accepts the value there; `Err` gives `value` back with the value
     /// there, if any.
-    fn replace_if<'g>(
+    fn replace_if(
         &self,
         key: &K,
         value: V,
-        guard: &'g Guard,
+        guard: &'m Guard,
         accept: impl Fn(&V) -> bool,
-    ) -> Result<Result<&'g V, (V, Option<&'g V>)>, Error>
+    ) -> Result<Result<&'m V, (V, Option<&'m V>)>, Error>
     where
         K: Clone,
     {
@@ -568,7 +578,7 @@ where
     }
 
     /// See [`AllocMap::remove`].
-    pub fn remove<'g, Q>(&self, key: &Q, guard: &'g Guard) -> Option<&'g V>
+    pub fn remove<Q>(&self, key: &Q, guard: &'m Guard) -> Option<&'m V>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
