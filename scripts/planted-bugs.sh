@@ -27,6 +27,7 @@ get_no_validate get_never_returns_the_value_of_a_key_that_replaced_it
 get_no_validate probing_the_primary_bucket_never_returns_a_replacing_keys_value
 generation_relaxed a_thread_never_announces_past_the_index_it_holds
 leave_relaxed an_index_is_never_freed_under_a_reader
+shadow_dropped a_shadow_commit_racing_a_transfer_is_never_lost
 PLANTS
 
 # Plants outside the loom models, each caught by an integration test.

@@ -67,6 +67,7 @@ pub(crate) fn inserted<V: Inline>(i: Inserted) -> Result<(), V> {
     match i {
         Inserted::New => Ok(()),
         Inserted::Exists(old) => Err(V::from_word(old)),
+        Inserted::Shadowed => unreachable!("dlht invariant: a plain insert waits out shadow inserts"),
     }
 }
 
@@ -126,6 +127,25 @@ pub(crate) fn update<F: Front>(f: &F, key: &F::K, mut decide: impl FnMut(F::V) -
 pub(crate) fn remove_if<F: Front>(f: &F, key: &F::K, mut take: impl FnMut(F::V) -> bool) -> Change {
     let (k, h) = word_and_hash(f, key);
     f.enter(|r| remove_if_word(r, h, k, |w| take(F::V::from_word(w))))
+}
+
+/// `try_shadow_insert`: the key's word and hash, and what the insert did.
+#[inline]
+pub(crate) fn shadow_insert<F: Front>(f: &F, key: &F::K) -> Result<(u64, u64, Inserted), Error> {
+    let (k, h) = word_and_hash(f, key);
+    Ok((k, h, f.enter(|r| shadow_insert_word(r, h, k))?))
+}
+
+/// Commit the shadow insert of the key with word `k` and hash `h`.
+#[inline]
+pub(crate) fn commit<F: Front>(f: &F, h: u64, k: u64, v: u64) {
+    f.enter(|r| commit_word(r, h, k, v))
+}
+
+/// Abort the shadow insert of the key with word `k` and hash `h`.
+#[inline]
+pub(crate) fn abort<F: Front>(f: &F, h: u64, k: u64) {
+    f.enter(|r| abort_word(r, h, k))
 }
 
 /// `batch`: the map is entered once for the whole batch.
@@ -225,6 +245,25 @@ pub(crate) fn remove_if_word<R: Runner>(
     .expect("dlht invariant: remove never grows")
 }
 
+/// Shadow insert on words: the key held hidden (no change to the count).
+#[inline]
+pub(crate) fn shadow_insert_word<R: Runner>(r: &R, hash: u64, k: u64) -> Result<Inserted, Error> {
+    r.run(hash, |bin| protocol::insert::insert_as(bin, k, 0, protocol::insert::Mode::Shadow), |_| 0)
+}
+
+/// Commit a shadow insert on words: the key becomes present with `v`.
+#[inline]
+pub(crate) fn commit_word<R: Runner>(r: &R, hash: u64, k: u64, v: u64) {
+    r.run(hash, |bin| protocol::shadow::commit(bin, k, v), |_| 1)
+        .expect("dlht invariant: a commit never grows")
+}
+
+/// Abort a shadow insert on words: its slot is freed.
+#[inline]
+pub(crate) fn abort_word<R: Runner>(r: &R, hash: u64, k: u64) {
+    r.run(hash, |bin| protocol::shadow::abort(bin, k), |_| 0).expect("dlht invariant: an abort never grows")
+}
+
 /// Upsert on words: put, else insert, until one succeeds. Each attempt
 /// linearizes at the put or insert that succeeds.
 #[inline]
@@ -265,12 +304,20 @@ pub(crate) fn check_separable<T: Threading>(
     if h.first_invalid().is_some() {
         return Ok(()); // link buckets ran out: growing helps
     }
+    // Keys of Valid and Shadow slots; a pending or shadow slot's key is its
+    // value word.
+    let (pending, shadow) = (bin.pending(), bin.shadow());
     let mut lm = None;
     let mut keys = [0u64; SLOTS_PER_BIN];
     let mut n = 0;
-    for i in h.slots_in(SlotState::Valid) {
-        keys[n] = bin.slot(&mut lm, i).load_key();
+    for i in h.slots_in(SlotState::Valid).or(h.slots_in(SlotState::Shadow)) {
+        let slot = bin.slot(&mut lm, i);
+        let k = slot.load_key();
+        keys[n] = if k == pending || k == shadow { slot.load_value() } else { k };
         n += 1;
+    }
+    if n < SLOTS_PER_BIN {
+        return Ok(()); // a slot is being claimed: the bin will change
     }
     let bits = (MAX_BINS - 1) as u64;
     let all_same = keys[..n].iter().all(|&k| hash_word(k) & bits == hash & bits);

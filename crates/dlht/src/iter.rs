@@ -45,7 +45,7 @@ fn collect_filtered<T: Threading>(
     out: &mut Vec<(u64, u64)>,
 ) {
     let bin = idx.bin_as::<T>(b);
-    let (dead, pending) = (bin.dead(), bin.pending());
+    let (dead, pending, shadow) = (bin.dead(), bin.pending(), bin.shadow());
     let start = out.len();
     loop {
         let mut h = bin.header();
@@ -56,7 +56,7 @@ fn collect_filtered<T: Threading>(
         for i in h.slots_in(SlotState::Valid) {
             let slot = bin.slot(&mut lm, i);
             let k = slot.load_key();
-            if k != dead && k != pending {
+            if k != dead && k != pending && k != shadow {
                 out.push((k, slot.load_value()));
             }
         }

@@ -183,7 +183,7 @@ pub use batch::{Request, Response, StopOn, WINDOW as BATCH_WINDOW};
 pub use error::Error;
 pub use hash::{DefaultHashBuilder, Modulo, ModuloHasher};
 pub use local::LocalMap;
-pub use map::{Iter, Map};
+pub use map::{Iter, Map, ShadowInsert, ShadowRefused};
 pub use set::{Set, SetRequest};
 pub use stats::Stats;
 pub use word::Inline;
@@ -202,11 +202,11 @@ pub mod internals {
         Ok(crate::driver::bins_for(keys)? * core::mem::size_of::<crate::raw::bucket::PrimaryBucket>())
     }
 
-    /// The marker words `hash` gives bins 0 and 1 (dead, dead, pending,
-    /// pending): words the map reserves internally, which users must still
-    /// be able to store as ordinary keys.
-    pub fn marker_words(hash: fn(u64) -> u64) -> [u64; 4] {
+    /// The marker words `hash` gives bins 0 and 1 (dead, pending and
+    /// shadow of each): words the map reserves internally, which users must
+    /// still be able to store as ordinary keys.
+    pub fn marker_words(hash: fn(u64) -> u64) -> [u64; 6] {
         let m = crate::raw::markers::Markers::for_hash(hash);
-        [m.dead(0), m.dead(1), m.pending(0), m.pending(1)]
+        [m.dead(0), m.dead(1), m.pending(0), m.pending(1), m.shadow(0), m.shadow(1)]
     }
 }

@@ -49,7 +49,7 @@ impl Stats {
             let mut lm = Some(lm);
             for i in h.slots_in(SlotState::Valid) {
                 let k = bin.slot(&mut lm, i).load_key();
-                if k != bin.dead() && k != bin.pending() {
+                if k != bin.dead() && k != bin.pending() && k != bin.shadow() {
                     occupied += 1;
                 }
             }

@@ -110,9 +110,9 @@ fn grow_check(m: &dyn MapUnderTest) {
 
 #[test]
 fn marker_words_are_ordinary_keys() {
-    let [d0, d1, p0, p1] = marker_words(|w| w);
+    let [d0, d1, p0, p1, s0, s1] = marker_words(|w| w);
     let m = Map::<u64, u64, Modulo>::with_capacity_and_hasher(1, Modulo);
-    let keys = [d0, d1, p0, p1, 0, u64::MAX];
+    let keys = [d0, d1, p0, p1, s0, s1, 0, u64::MAX];
     for (i, &k) in keys.iter().enumerate() {
         assert_eq!(m.insert(k, i as u64), Ok(()), "key {k:#x}");
     }

@@ -1,9 +1,11 @@
 //! The public concurrent map (Inlined mode).
 
 pub(crate) mod len;
+mod shadow;
 pub(crate) mod state;
 mod traits;
 
+pub use shadow::{ShadowInsert, ShadowRefused};
 pub use traits::Iter;
 
 use crate::batch::{Request, Response, StopOn};

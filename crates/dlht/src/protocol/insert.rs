@@ -19,9 +19,15 @@
 //!    linearization point. It fails only if a transfer killed the pending
 //!    slot, and then the insert retries in the next index.
 //!
-//! Uniqueness: after I6 the bin holds the key live or pending in exactly one
-//! slot, and every insert of the same key either saw it at I2 or fails its
-//! own I6 and finds it on rescan.
+//! Uniqueness: after I6 the bin holds the key live, pending or shadowed in
+//! exactly one slot, and every insert of the same key either saw it at I2
+//! or fails its own I6 and finds it on rescan.
+//!
+//! A *shadow* insert (paper §3.2.2, [`Mode::Shadow`]) runs the same steps
+//! with the shadow marker at I5 and Shadow instead of Valid at I6, and
+//! stops there: the key is held but hidden (`protocol::shadow` commits or
+//! aborts it). An insert that finds a key shadowed waits, as for a pending
+//! insert; a shadow insert that finds one reports it instead.
 
 use super::{link_needed, release_slot, scan, settle, validate, wait_pending, Scan, Step};
 use crate::raw::header::SlotState;
@@ -31,15 +37,42 @@ use crate::raw::threading::Threading;
 /// Result of a finished insert.
 #[derive(Debug, PartialEq, Eq, Clone, Copy)]
 pub enum Inserted {
-    /// The key was absent and is now present with the given value.
+    /// The key was absent and is now present with the given value (or, for
+    /// a shadow insert, held hidden).
     New,
     /// The key was present with this value; nothing changed.
     Exists(u64),
+    /// (shadow inserts only) Another shadow insert holds the key.
+    Shadowed,
+}
+
+/// What an insert leaves in its slot.
+#[derive(Debug, PartialEq, Eq, Clone, Copy)]
+pub enum Mode {
+    /// A present key (after publication).
+    Plain,
+    /// A shadow insert: the key held in a Shadow slot, hidden.
+    Shadow,
 }
 
 /// Insert `key → value` if `key` is absent.
+#[inline(always)]
 pub fn insert<T: Threading>(bin: &BinRef<'_, T>, key: u64, value: u64) -> Step<Inserted> {
-    let pending = bin.pending();
+    insert_as(bin, key, value, Mode::Plain)
+}
+
+/// Insert `key` if absent, as `mode` says (a shadow insert ignores `value`:
+/// its commit supplies it).
+#[inline(always)]
+pub fn insert_as<T: Threading>(bin: &BinRef<'_, T>, key: u64, value: u64, mode: Mode) -> Step<Inserted> {
+    let marker = match mode {
+        Mode::Plain => bin.pending(),
+        Mode::Shadow => bin.shadow(),
+    };
+    let done_state = match mode {
+        Mode::Plain => SlotState::Valid,
+        Mode::Shadow => SlotState::Shadow,
+    };
     'restart: loop {
         let mut h = bin.header(); // I1
         if settle(bin, &mut h) {
@@ -53,7 +86,13 @@ pub fn insert<T: Threading>(bin: &BinRef<'_, T>, key: u64, value: u64) -> Step<I
                 }
                 continue 'restart;
             }
-            Scan::Pending => {
+            Scan::Shadowed if mode == Mode::Shadow => {
+                if validate(bin, h) {
+                    return Step::Done(Inserted::Shadowed);
+                }
+                continue 'restart;
+            }
+            Scan::Pending | Scan::Shadowed => {
                 wait_pending();
                 continue 'restart;
             }
@@ -73,17 +112,17 @@ pub fn insert<T: Threading>(bin: &BinRef<'_, T>, key: u64, value: u64) -> Step<I
             continue 'restart; // I4
         }
         let slot = bin.slot(&mut None, slot_i);
-        if !T::SHARED {
+        if !T::SHARED && mode == Mode::Plain {
             // Single-thread mode: no put can race, so no pending step.
             slot.fill_owned(key, value);
             bin.cas_header(claimed, claimed.with_slot(slot_i, SlotState::Valid))
                 .expect("dlht invariant: a local bin changed under its only thread");
             return Step::Done(Inserted::New);
         }
-        slot.fill_owned(pending, key); // I5
+        slot.fill_owned(marker, key); // I5
         let mut cur = claimed;
         loop {
-            match bin.cas_header(cur, cur.with_slot(slot_i, SlotState::Valid)) {
+            match bin.cas_header(cur, cur.with_slot(slot_i, done_state)) {
                 Ok(()) => break, // I6
                 Err(found) => cur = found,
             }
@@ -103,13 +142,16 @@ pub fn insert<T: Threading>(bin: &BinRef<'_, T>, key: u64, value: u64) -> Step<I
                 Scan::Absent => {}
                 // Lost to an insert of the same key (or waiting on one):
                 // give our slot back; the restart reports or waits for it.
-                Scan::Found { .. } | Scan::Pending => {
+                Scan::Found { .. } | Scan::Pending | Scan::Shadowed => {
                     release_slot(bin, slot_i, SlotState::TryInsert);
                     continue 'restart;
                 }
             }
         }
-        return match bin.dwcas(slot, (pending, key), (key, value)) {
+        if mode == Mode::Shadow {
+            return Step::Done(Inserted::New); // held, hidden: the commit publishes
+        }
+        return match bin.dwcas(slot, (marker, key), (key, value)) {
             Ok(()) => Step::Done(Inserted::New), // I7
             Err(_) => {
                 // Killed by a transfer: nothing was published here.

@@ -13,11 +13,15 @@
 //! | user key | value      | live entry                                |
 //! | dead     | anything   | removed or transferred; header not yet cleared |
 //! | pending  | user key   | insert committed, value not yet published |
+//! | shadow   | user key   | shadow insert being committed, value not yet published |
+//!
+//! and while the header says Shadow: `(shadow, key)`, a shadow insert.
 
 pub mod get;
 pub mod insert;
 pub mod put;
 pub mod remove;
+pub mod shadow;
 pub mod transfer;
 
 use crate::raw::header::SLOTS_PER_BIN;
@@ -50,40 +54,43 @@ pub enum Scan {
     },
     /// An insert of this key has committed but not yet published its value.
     Pending,
+    /// A shadow insert holds this key (hidden, or being committed).
+    Shadowed,
     /// Not in the bin (as of the header snapshot).
     Absent,
 }
 
-/// Scan the slots `h` shows Valid for `key`.
+/// Scan the slots `h` shows Valid or Shadow for `key`.
 ///
 /// Reads the key word, then the value word of a match. The caller validates
 /// the snapshot with [`validate`] where its linearization needs it.
 ///
-/// A pending slot is read key → value → key again: its publication swaps
-/// both words at once, and a scan that read the pending marker before the
-/// swap and the value word after it would see neither "pending" nor the
-/// key, and a second insert of the key would go ahead. If the key word
-/// changed in between, the slot is judged on its new key word.
+/// A pending or shadow slot is read key → value → key again: its
+/// publication swaps both words at once, and a scan that read the marker
+/// before the swap and the value word after it would see neither "pending"
+/// nor the key, and a second insert of the key would go ahead. If the key
+/// word changed in between, the slot is judged on its new key word.
 #[inline(always)]
 pub fn scan<T: Threading>(bin: &BinRef<'_, T>, h: Header, key: u64) -> Scan {
     let mut lm: Option<LinkMeta> = None;
-    let pending = bin.pending();
+    let (pending, shadow) = (bin.pending(), bin.shadow());
     let mut result = Scan::Absent;
-    for i in h.slots_in(SlotState::Valid) {
+    for i in h.slots_in(SlotState::Valid).or(h.slots_in(SlotState::Shadow)) {
         let slot = bin.slot(&mut lm, i);
         let mut k = slot.load_key();
-        if k == pending {
+        if k == pending || k == shadow {
+            let marker = k;
             let inserting = slot.load_value();
             // Planted bug (scripts/planted-bugs.sh): no key re-read.
             #[cfg(not(dlht_plant = "scan_no_reread"))]
             {
                 k = slot.load_key();
             }
-            if k == pending {
+            if k == marker {
                 if inserting == key {
                     // Keep looking: a live match elsewhere wins (see
                     // `arch::dwcas` on torn publications).
-                    result = Scan::Pending;
+                    result = if marker == shadow { Scan::Shadowed } else { Scan::Pending };
                 }
                 continue;
             }

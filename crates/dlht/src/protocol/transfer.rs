@@ -2,10 +2,11 @@
 //!
 //! T1 CAS the header NoTransfer → InTransfer. From here no other header CAS
 //!    can succeed: every operation's CAS expects a NoTransfer header.
-//! T2 for each Valid slot: CAS the slot from (k, v) to (dead, v). A live key
-//!    is then copied into the next index; a pending insert is killed (its
-//!    publication CAS fails and it retries in the next index); a dead slot is
-//!    skipped. The CAS loses only to a racing put (retry with the value it
+//! T2 for each Valid or Shadow slot: CAS the slot from (k, v) to (dead, v).
+//!    A live key is then copied into the next index; a pending insert is
+//!    killed (its publication CAS fails and it retries in the next index); a
+//!    shadow insert is copied as it was, state and words (`protocol::shadow`);
+//!    a dead slot is skipped. The CAS loses only to a racing put (retry with the value it
 //!    wrote) or a racing publication (retry with the published pair), so once
 //!    it succeeds no put can succeed here any more: the copy is final.
 //! T3 store DoneTransfer: operations now go to the next index.
@@ -60,11 +61,27 @@ fn transfer_bin_inner<T: Threading>(old: &Index, b: usize, new: &Index, hash: &d
             Err(found) => h = found,
         }
     }
-    let dead = bin.dead();
-    let pending = bin.pending();
+    let (dead, pending, shadow) = (bin.dead(), bin.pending(), bin.shadow());
     let mut lm = None;
     let mut copied = 0;
-    for i in h.slots_in(SlotState::Valid) {
+    // Copy a killed slot's words `w`, which were in state `state`: a live
+    // key, or a shadow insert (keyed by its value word); not a pending one.
+    let mut copy = |w: (u64, u64), state: SlotState| {
+        // Planted bug (scripts/planted-bugs.sh): drop a shadow insert caught
+        // between its commit's header flip and its publication, as a plain
+        // pending insert is dropped.
+        if cfg!(dlht_plant = "shadow_dropped") && w.0 == shadow && state == SlotState::Valid {
+            return;
+        }
+        if w.0 == shadow {
+            place::<T>(new, hash(w.1), w, state);
+            copied += 1;
+        } else if w.0 != pending {
+            place::<T>(new, hash(w.0), w, SlotState::Valid); // T2
+            copied += 1;
+        }
+    };
+    for i in h.slots_in(SlotState::Valid).or(h.slots_in(SlotState::Shadow)) {
         let slot = bin.slot(&mut lm, i);
         let mut cur = (slot.load_key(), slot.load_value());
         loop {
@@ -74,17 +91,13 @@ fn transfer_bin_inner<T: Threading>(old: &Index, b: usize, new: &Index, hash: &d
             // Planted bug (scripts/planted-bugs.sh): copy without a transfer
             // key, so a racing put can still succeed in the old bin.
             #[cfg(dlht_plant = "transfer_keeps_key")]
-            if cur.0 != pending {
-                place::<T>(new, hash(cur.0), cur.0, cur.1);
-                copied += 1;
+            if cur.0 != pending && cur.0 != shadow {
+                copy(cur, h.slot(i));
                 break;
             }
             match bin.dwcas(slot, cur, (dead, cur.1)) {
                 Ok(()) => {
-                    if cur.0 != pending {
-                        place::<T>(new, hash(cur.0), cur.0, cur.1); // T2
-                        copied += 1;
-                    }
+                    copy(cur, h.slot(i));
                     break;
                 }
                 Err(found) => cur = found,
@@ -100,7 +113,7 @@ fn transfer_bin_inner<T: Threading>(old: &Index, b: usize, new: &Index, hash: &d
 /// feed distinct target bins because the new mask extends the old one), so
 /// plain owner stores suffice. It holds at most the 15 keys of one source
 /// bin, and link buckets for transfers are reserved for the worst case.
-fn place<T: Threading>(new: &Index, hash: u64, key: u64, value: u64) {
+fn place<T: Threading>(new: &Index, hash: u64, (key, value): (u64, u64), state: SlotState) {
     let bin = new.bin_as::<T>(new.bin_of(hash));
     let h = bin.header();
     let i = h.first_invalid().expect("dlht invariant: a transfer target bin overflowed");
@@ -109,5 +122,5 @@ fn place<T: Threading>(new: &Index, hash: u64, key: u64, value: u64) {
         assert!(chained, "dlht invariant: transfer link reserve exhausted");
     }
     bin.slot(&mut None, i).fill_owned(key, value);
-    bin.bucket.header.store_owned(h.with_slot(i, SlotState::Valid));
+    bin.bucket.header.store_owned(h.with_slot(i, state));
 }

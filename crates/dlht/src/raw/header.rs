@@ -29,7 +29,8 @@ pub enum SlotState {
     TryInsert = 0b01,
     /// Holds a key (or a marker: see `raw::markers`).
     Valid = 0b10,
-    /// Reserved for shadow inserts (a later issue); never produced yet.
+    /// Holds a shadow insert (paper §3.2.2): hidden from get, put and
+    /// remove until committed (→ Valid) or aborted (→ Invalid).
     Shadow = 0b11,
 }
 
@@ -195,6 +196,13 @@ impl SlotMask {
     #[must_use]
     pub const fn and(self, other: SlotMask) -> SlotMask {
         SlotMask(self.0 & other.0)
+    }
+
+    /// Slots in either set.
+    #[inline(always)]
+    #[must_use]
+    pub const fn or(self, other: SlotMask) -> SlotMask {
+        SlotMask(self.0 | other.0)
     }
 
     /// Keep only slots `lo..hi`.

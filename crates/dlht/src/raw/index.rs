@@ -299,6 +299,12 @@ impl<'a, T: Threading> BinRef<'a, T> {
         self.index.markers.pending(self.bin)
     }
 
+    /// The shadow marker of this bin.
+    #[inline(always)]
+    pub fn shadow(&self) -> u64 {
+        self.index.markers.shadow(self.bin)
+    }
+
     /// Logical slot `i`, or None if it lies in a link bucket not chained in `lm`.
     #[inline(always)]
     pub fn slot_in(&self, lm: LinkMeta, i: usize) -> Option<&'a Slot> {

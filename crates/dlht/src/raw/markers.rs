@@ -14,6 +14,9 @@
 //! - **pending** marks a committed-but-unpublished insert: the slot is Valid,
 //!   the key word is the pending marker and the value word holds the key
 //!   being inserted, until the insert swaps in `(key, value)` (hazard 2).
+//! - **shadow** marks a shadow insert's slot (paper §3.2.2): the value word
+//!   holds the key; the slot is Shadow until the commit makes it Valid and
+//!   then swaps in `(key, value)`, as an insert publishes.
 
 /// The markers for one map, chosen once from its hasher.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -22,12 +25,14 @@ pub struct Markers {
     dead: [u64; 2],
     /// `pending[p]` is used in bins of parity `p`.
     pending: [u64; 2],
+    /// `shadow[p]` is used in bins of parity `p`.
+    shadow: [u64; 2],
 }
 
 impl Markers {
-    /// Pick markers for a hash function: the first two candidate words whose
-    /// hash is odd serve even bins, the first two whose hash is even serve
-    /// odd bins.
+    /// Pick markers for a hash function: the first three candidate words
+    /// whose hash is odd serve even bins, the first three whose hash is even
+    /// serve odd bins.
     pub fn for_hash(hash: impl Fn(u64) -> u64) -> Markers {
         let mut found: [Vec<u64>; 2] = [Vec::new(), Vec::new()];
         // Candidates spread over the word so that a hash with poor low bits
@@ -35,11 +40,15 @@ impl Markers {
         let mut candidate: u64 = 0x9E37_79B9_7F4A_7C15;
         for _ in 0..100_000 {
             let bin_parity_served = 1 - (hash(candidate) & 1) as usize;
-            if found[bin_parity_served].len() < 2 {
+            if found[bin_parity_served].len() < 3 {
                 found[bin_parity_served].push(candidate);
             }
-            if found[0].len() == 2 && found[1].len() == 2 {
-                return Markers { dead: [found[0][0], found[1][0]], pending: [found[0][1], found[1][1]] };
+            if found[0].len() == 3 && found[1].len() == 3 {
+                return Markers {
+                    dead: [found[0][0], found[1][0]],
+                    pending: [found[0][1], found[1][1]],
+                    shadow: [found[0][2], found[1][2]],
+                };
             }
             candidate = candidate.wrapping_mul(0x5851_F42D_4C95_7F2D).wrapping_add(0x1405_7B7E_F767_814F);
         }
@@ -57,6 +66,12 @@ impl Markers {
     pub const fn pending(&self, bin: usize) -> u64 {
         self.pending[bin & 1]
     }
+
+    /// The shadow marker for the bin with index `bin`.
+    #[inline]
+    pub const fn shadow(&self, bin: usize) -> u64 {
+        self.shadow[bin & 1]
+    }
 }
 
 #[cfg(test)]
@@ -66,10 +81,12 @@ mod tests {
     fn check(hash: impl Fn(u64) -> u64 + Copy) {
         let m = Markers::for_hash(hash);
         for bin in 0..4usize {
-            for mk in [m.dead(bin), m.pending(bin)] {
+            for mk in [m.dead(bin), m.pending(bin), m.shadow(bin)] {
                 assert_ne!(hash(mk) as usize & 1, bin & 1, "marker {mk:#x} could live in bin {bin}");
             }
             assert_ne!(m.dead(bin), m.pending(bin));
+            assert_ne!(m.dead(bin), m.shadow(bin));
+            assert_ne!(m.pending(bin), m.shadow(bin));
         }
     }
 

@@ -3,7 +3,8 @@
 //! `RUSTFLAGS="--cfg loom" cargo test -p dlht --release --lib`
 //! (the README's test script does).
 
-use crate::protocol::insert::{insert, Inserted};
+use crate::protocol::insert::{insert, insert_as, Inserted, Mode};
+use crate::protocol::shadow;
 use crate::protocol::transfer::transfer_bin;
 use crate::protocol::{get::get, get::probe_primary, put::put, remove::remove, Step};
 use crate::raw::index::{BinRef, Index};
@@ -48,6 +49,15 @@ fn pt(idx: &Index, k: u64, v: u64) -> Option<u64> {
 }
 fn rm(idx: &Index, k: u64) -> Option<u64> {
     drive(idx, k, |b| remove(b, k))
+}
+
+/// Shadow-insert `k`, then commit it with `v` (if it was taken).
+fn shadow_commit(idx: &Index, k: u64, v: u64) -> Inserted {
+    let r = drive(idx, k, |b| insert_as(b, k, 0, Mode::Shadow));
+    if r == Inserted::New {
+        drive(idx, k, |b| shadow::commit(b, k, v));
+    }
+    r
 }
 
 const K: u64 = 2; // bin 0 of two bins
@@ -198,6 +208,59 @@ fn insert_racing_a_transfer_lands_exactly_once() {
             assert_eq!(gt(new, K), Some(1));
             assert_eq!(rm(new, K2), Some(5));
             assert_eq!(gt(new, K2), None, "K2 was inserted twice");
+        },
+    );
+}
+
+#[test]
+fn a_shadow_insert_and_an_insert_of_one_key_never_both_win() {
+    // The plain insert waits while the key is shadowed, then sees the
+    // commit; or it wins first and the shadow insert is refused.
+    model(|| {
+        let idx = index(2);
+        let i2 = idx.clone();
+        let t = loom::thread::spawn(move || ins(&i2, K, 2));
+        let a = shadow_commit(&idx, K, 1);
+        let b = t.join().unwrap();
+        let winner = match (a, b) {
+            (Inserted::New, Inserted::Exists(1)) => 1,
+            (Inserted::Exists(2), Inserted::New) => 2,
+            other => panic!("not linearizable: {other:?}"),
+        };
+        assert_eq!(gt(&idx, K), Some(winner));
+    });
+}
+
+#[test]
+fn a_shadow_commit_racing_a_transfer_is_never_lost() {
+    // The transfer may find the shadow hidden, half committed (Valid, not
+    // published) or published; the commit must end visible exactly once.
+    race_with_transfer(
+        |old| shadow_commit(old, K2, 5),
+        |_, new, r| {
+            assert_eq!(r, Inserted::New);
+            assert_eq!(gt(new, K2), Some(5), "the commit was lost");
+            assert_eq!(gt(new, K), Some(1));
+            assert_eq!(rm(new, K2), Some(5));
+            assert_eq!(gt(new, K2), None, "K2 is there twice");
+        },
+    );
+}
+
+#[test]
+fn a_shadow_abort_racing_a_transfer_leaves_nothing() {
+    race_with_transfer(
+        |old| {
+            let r = drive(old, K2, |b| insert_as(b, K2, 0, Mode::Shadow));
+            assert_eq!(gt(old, K2), None, "a shadow insert is hidden");
+            drive(old, K2, |b| shadow::abort(b, K2));
+            r
+        },
+        |_, new, r| {
+            assert_eq!(r, Inserted::New);
+            assert_eq!(gt(new, K2), None);
+            // A shadow left behind would make this insert wait forever.
+            assert_eq!(ins(new, K2, 7), Inserted::New);
         },
     );
 }

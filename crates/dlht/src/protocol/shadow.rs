@@ -1,0 +1,90 @@
+//! Commit and abort of a shadow insert (paper §3.2.2, "Transactions").
+//!
+//! A shadow insert (`insert::insert_as` with `Mode::Shadow`) leaves its key
+//! in a slot whose header state is Shadow and whose words are
+//! `(shadow, key)`: get, put and remove scan Valid slots only, so they see
+//! the key absent; inserts see it held (see `insert`). Only its owner — the
+//! thread holding the shadow — changes that slot's state, and a transfer
+//! copies it into the next index as it is (Shadow, `(shadow, key)`).
+//!
+//! Commit: S1 find the slot (Shadow, or Valid with `(shadow, key)` if an
+//! earlier attempt got that far); S2 CAS the header Shadow → Valid — the
+//! slot is now exactly a committed insert whose value is not yet
+//! published; S3 publish: CAS the slot from `(shadow, key)` to
+//! `(key, value)`, the linearization point. A transfer between S2 and S3
+//! kills the slot and copies `(shadow, key)` into the next index as Valid
+//! (unlike a plain pending insert, which it drops: a commit cannot fail),
+//! and the commit publishes it there.
+//!
+//! Why S2 comes before S3 (not publish-then-flip): a put that read an
+//! earlier incarnation `(key, value)` of this slot could otherwise CAS into
+//! the hidden slot while the key is absent (hazard 2's equal-contents
+//! reuse); after S2 the key is, as far as every operation can tell, being
+//! inserted, so a put that lands after S3 updates a present key.
+//!
+//! Abort: find the Shadow slot and CAS the header Shadow → Invalid.
+
+use super::{settle, validate, Step};
+use crate::raw::header::{Header, SlotState};
+use crate::raw::index::BinRef;
+use crate::raw::threading::Threading;
+
+/// The slot of the shadow insert of `key` under header `h`, and its state:
+/// a Shadow slot, or a Valid one still holding `(shadow, key)`.
+fn find_shadow<T: Threading>(bin: &BinRef<'_, T>, h: Header, key: u64) -> Option<(usize, SlotState)> {
+    let shadow = bin.shadow();
+    let mut lm = None;
+    for i in h.slots_in(SlotState::Shadow).or(h.slots_in(SlotState::Valid)) {
+        let slot = bin.slot(&mut lm, i);
+        if slot.load_key() == shadow && slot.load_value() == key {
+            return Some((i, h.slot(i)));
+        }
+    }
+    None
+}
+
+/// Make the shadow insert of `key` present with `value`.
+pub fn commit<T: Threading>(bin: &BinRef<'_, T>, key: u64, value: u64) -> Step<()> {
+    loop {
+        let mut h = bin.header();
+        if settle(bin, &mut h) {
+            return Step::Moved;
+        }
+        let Some((i, state)) = find_shadow(bin, h, key) else {
+            // A transfer began after the header was read (it killed the
+            // slot): the re-read sees it. Otherwise the slot must be here.
+            assert!(!validate(bin, h), "dlht invariant: a shadow insert's slot is missing");
+            continue;
+        };
+        match state {
+            SlotState::Shadow => {
+                let _ = bin.cas_header(h, h.with_slot(i, SlotState::Valid)); // S2 (else retry)
+            }
+            _ => {
+                let slot = bin.slot(&mut None, i);
+                if bin.dwcas(slot, (bin.shadow(), key), (key, value)).is_ok() {
+                    return Step::Done(()); // S3
+                }
+                // Killed by a transfer: the next attempt follows it.
+            }
+        }
+    }
+}
+
+/// Give up the shadow insert of `key`: its slot becomes free.
+pub fn abort<T: Threading>(bin: &BinRef<'_, T>, key: u64) -> Step<()> {
+    loop {
+        let mut h = bin.header();
+        if settle(bin, &mut h) {
+            return Step::Moved;
+        }
+        let Some((i, state)) = find_shadow(bin, h, key) else {
+            assert!(!validate(bin, h), "dlht invariant: a shadow insert's slot is missing");
+            continue;
+        };
+        debug_assert_eq!(state, SlotState::Shadow, "dlht invariant: aborting a committed shadow insert");
+        if bin.cas_header(h, h.with_slot(i, SlotState::Invalid)).is_ok() {
+            return Step::Done(());
+        }
+    }
+}
