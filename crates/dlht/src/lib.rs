@@ -183,7 +183,7 @@ pub use batch::{Request, Response, StopOn, WINDOW as BATCH_WINDOW};
 pub use error::Error;
 pub use hash::{DefaultHashBuilder, Modulo, ModuloHasher};
 pub use local::LocalMap;
-pub use map::{Iter, Map, ShadowInsert, ShadowRefused};
+pub use map::{Iter, Map, ShadowInsert, ShadowRefused, Shadowing};
 pub use set::{Set, SetRequest};
 pub use stats::Stats;
 pub use word::Inline;

@@ -5,7 +5,7 @@ mod shadow;
 pub(crate) mod state;
 mod traits;
 
-pub use shadow::{ShadowInsert, ShadowRefused};
+pub use shadow::{ShadowInsert, ShadowRefused, Shadowing};
 pub use traits::Iter;
 
 use crate::batch::{Request, Response, StopOn};

@@ -8,6 +8,9 @@ use crate::protocol::insert::Inserted;
 use crate::word::Inline;
 use core::hash::BuildHasher;
 
+/// What [`Map::shadow_insert`] did: the key held, or why not.
+pub type Shadowing<'m, K, V, S> = Result<ShadowInsert<'m, K, V, S>, ShadowRefused<V>>;
+
 /// Why [`Map::shadow_insert`] did not take its key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ShadowRefused<V> {
@@ -90,17 +93,13 @@ impl<K: Inline, V: Inline, S: BuildHasher> Map<K, V, S> {
     /// assert_eq!(m.get(&2), None);
     /// assert_eq!(m.len(), 1);
     /// ```
-    pub fn shadow_insert(&self, key: K, value: V) -> Result<ShadowInsert<'_, K, V, S>, ShadowRefused<V>> {
+    pub fn shadow_insert(&self, key: K, value: V) -> Shadowing<'_, K, V, S> {
         driver::or_panic(self.try_shadow_insert(key, value))
     }
 
     /// Like [`shadow_insert`](Self::shadow_insert), with a failure to grow
     /// the index as an error (the map unchanged).
-    pub fn try_shadow_insert(
-        &self,
-        key: K,
-        value: V,
-    ) -> Result<Result<ShadowInsert<'_, K, V, S>, ShadowRefused<V>>, Error> {
+    pub fn try_shadow_insert(&self, key: K, value: V) -> Result<Shadowing<'_, K, V, S>, Error> {
         let (k, hash, inserted) = driver::shadow_insert(self, &key)?;
         Ok(match inserted {
             Inserted::New => {
