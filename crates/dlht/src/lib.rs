@@ -105,6 +105,20 @@
 //! assert_eq!(s.iter().count(), 10);
 //! ```
 //!
+//! ## Transactions: shadow inserts (paper §3.2.2)
+//!
+//! [`Map::shadow_insert`] inserts a key hidden from gets, puts and removes
+//! and holds it (inserts of it wait) until the returned [`ShadowInsert`] is
+//! committed or aborted: the lock phase of a two-phase transaction.
+//!
+//! ```
+//! let m = dlht::Map::<u64, u64>::new();
+//! let held = m.shadow_insert(1, 100).unwrap();
+//! assert_eq!(m.get(&1), None);
+//! held.commit();
+//! assert_eq!(m.get(&1), Some(100));
+//! ```
+//!
 //! ## Layout (paper §3.1)
 //!
 //! The index is an array of bins. A bin is a 64-byte primary bucket — an
