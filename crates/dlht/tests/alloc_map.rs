@@ -366,3 +366,31 @@ impl Drop for SetOnDrop<'_> {
         self.0.store(true, Ordering::Relaxed);
     }
 }
+
+#[test]
+fn get_many_matches_get() {
+    fn check<S: BuildHasher + Default>() {
+        let m: AllocMap<String, u64, S> = AllocMap::with_hasher(S::default());
+        let g = m.guard();
+        for k in (0..600u64).step_by(3) {
+            m.insert(format!("k{k}"), k, &g).unwrap();
+        }
+        m.namespace(2).unwrap().insert("k1".into(), 77, &g).unwrap();
+        let names: Vec<String> = (0..600u64).map(|k| format!("k{k}")).collect();
+        let keys: Vec<&str> = names.iter().map(String::as_str).collect();
+        for access in [dlht::Access::Key, dlht::Access::Read] {
+            let mut out = vec![None; keys.len()];
+            m.get_many(&keys, &mut out, access, &g).unwrap();
+            for (k, o) in keys.iter().zip(&out) {
+                assert_eq!(*o, m.get(*k, &g), "key {k}");
+            }
+            let mut two = [None; 2];
+            m.namespace(2).unwrap().get_many(&["k1", "k3"], &mut two, access, &g).unwrap();
+            assert_eq!(two, [Some(&77), None]);
+        }
+        let mut short = vec![None; 3];
+        assert!(m.get_many(&keys, &mut short, dlht::Access::Key, &g).is_err());
+    }
+    check::<DefaultHashBuilder>();
+    check::<FewBits<3>>(); // collision lists
+}

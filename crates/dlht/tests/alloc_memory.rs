@@ -64,17 +64,22 @@ fn removed_values_are_freed() {
                     let g = map.guard();
                     assert_eq!(map.remove(&k, &g).map(|v| v.0[0]), Some(k as u8));
                 }
+                // Hand this thread's last retired values to the collector
+                // now: otherwise they go when the thread's locals are
+                // destroyed, which may be after the scope has joined it.
+                map.guard().flush();
             });
         }
     });
     assert!(map.is_empty());
     // Removed values are freed once every thread that could read them has
     // unpinned; each pin advances and collects a little.
-    for _ in 0..1 << 16 {
-        if DROPPED.load(Ordering::Relaxed) == keys as usize {
-            break;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while DROPPED.load(Ordering::Relaxed) < keys as usize && std::time::Instant::now() < deadline {
+        for _ in 0..1024 {
+            map.guard().flush();
         }
-        map.guard().flush();
+        std::thread::yield_now();
     }
     assert_eq!(DROPPED.load(Ordering::Relaxed), keys as usize, "every removed value was freed");
     #[cfg(target_env = "gnu")]

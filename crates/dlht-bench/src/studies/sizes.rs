@@ -9,7 +9,8 @@
 //!
 //! Keys and values are byte arrays (`[u8; N]`): each system stores them as
 //! it stores any value type (dlht: one allocation per entry; papaya: one
-//! per entry; dashmap and scc: inline in their buckets). Each system uses
+//! per entry; dashmap and scc: inline in their buckets). `dlht-alloc-batch`
+//! is the same dlht table read through `get_many` in batches of 32. Each system uses
 //! its own default hasher. Every get is checked (a miss of a present key
 //! is a failure, not a count).
 
@@ -65,6 +66,15 @@ fn touch<const N: usize>(v: &[u8; N]) -> u64 {
 /// The operations the sweep needs, on one table of `[u8; KB]` → `[u8; VB]`.
 trait SizedTable<const KB: usize, const VB: usize>: Sync {
     fn name(&self) -> &'static str;
+    /// False for a view of another system's table (not populated again).
+    fn owns_table(&self) -> bool {
+        true
+    }
+    /// Gets of `keys` as one batch, if the system has batches: the sum of
+    /// what [`get`](Self::get) would return, and the misses.
+    fn get_batch(&self, _keys: &[[u8; KB]], _access: bool) -> Option<(u64, u64)> {
+        None
+    }
     /// The value of `k`: its first word (Get), or all of it folded
     /// (`access`). None if absent.
     fn get(&self, k: &[u8; KB], access: bool) -> Option<u64>;
@@ -91,6 +101,46 @@ impl<const KB: usize, const VB: usize> SizedTable<KB, VB> for Dlht<KB, VB> {
     }
     fn remove(&self, k: &[u8; KB]) -> bool {
         self.0.remove(k, &self.0.guard()).is_some()
+    }
+}
+
+/// dlht's allocator mode through `get_many` (batches of `BATCH`, entries
+/// prefetched; with access, values too), on the `dlht-alloc` table.
+struct DlhtBatch<'a, const KB: usize, const VB: usize>(&'a Dlht<KB, VB>);
+
+/// Requests per batch (the paper's default).
+const BATCH: usize = 32;
+
+impl<const KB: usize, const VB: usize> SizedTable<KB, VB> for DlhtBatch<'_, KB, VB> {
+    fn name(&self) -> &'static str {
+        "dlht-alloc-batch"
+    }
+    fn owns_table(&self) -> bool {
+        false
+    }
+    fn get(&self, k: &[u8; KB], access: bool) -> Option<u64> {
+        self.0.get(k, access)
+    }
+    fn insert(&self, k: [u8; KB], v: [u8; VB]) -> bool {
+        self.0.insert(k, v)
+    }
+    fn remove(&self, k: &[u8; KB]) -> bool {
+        self.0.remove(k)
+    }
+    fn get_batch(&self, keys: &[[u8; KB]], access: bool) -> Option<(u64, u64)> {
+        let g = self.0 .0.guard();
+        let refs: [&[u8; KB]; BATCH] = core::array::from_fn(|i| &keys[i]);
+        let mut out = [None; BATCH];
+        let mode = if access { dlht::Access::Read } else { dlht::Access::Key };
+        self.0 .0.get_many(&refs, &mut out, mode, &g).expect("lengths agree");
+        let (mut sum, mut miss) = (0u64, 0u64);
+        for v in out {
+            match v {
+                Some(v) => sum = sum.wrapping_add(if access { touch(v) } else { first_word(v) }),
+                None => miss += 1,
+            }
+        }
+        Some((sum, miss))
     }
 }
 
@@ -196,14 +246,13 @@ fn point<const KB: usize, const VB: usize>(
     let keys: u64 = if a.smoke { 1 << 12 } else { ((budget / per_entry) as u64).clamp(1 << 12, 1 << 22) };
     let keys = 1u64 << (63 - keys.leading_zeros());
     let n = keys as usize;
-    let systems: Vec<Box<dyn SizedTable<KB, VB>>> = vec![
-        Box::new(Dlht(dlht::AllocMap::with_capacity(n))),
-        Box::new(Papaya(papaya::HashMap::with_capacity(n))),
-        Box::new(Dash(dashmap::DashMap::with_capacity(n))),
-        Box::new(Scc(scc::HashMap::with_capacity(n))),
-    ];
-    for s in &systems {
-        let s = &**s;
+    let dlht = Dlht(dlht::AllocMap::with_capacity(n));
+    let batch = DlhtBatch(&dlht);
+    let papaya = Papaya(papaya::HashMap::with_capacity(n));
+    let dash = Dash(dashmap::DashMap::with_capacity(n));
+    let scc = Scc(scc::HashMap::with_capacity(n));
+    let systems: Vec<&dyn SizedTable<KB, VB>> = vec![&dlht, &batch, &papaya, &dash, &scc];
+    for &s in systems.iter().filter(|s| s.owns_table()) {
         std::thread::scope(|sc| {
             for t in 0..2u64 {
                 sc.spawn(move || {
@@ -219,8 +268,7 @@ fn point<const KB: usize, const VB: usize>(
     for &w in works {
         let mut steps: Vec<harness::Step<'_>> = systems
             .iter()
-            .map(|s| {
-                let s = &**s;
+            .map(|&s| {
                 let step: harness::Step<'_> = Box::new(move |round| measure(s, w, keys, threads, dur, round));
                 step
             })
@@ -271,13 +319,27 @@ fn measure<const KB: usize, const VB: usize>(
         |t| (1u64 << 40) | ((t as u64) << 32) | round << 24,
         |wk| match w {
             Work::Get | Work::GetAccess => {
+                let access = matches!(w, Work::GetAccess);
                 let mut sum = 0u64;
                 let mut miss = 0;
-                for _ in 0..64 {
-                    let i = wk.keys.next_index();
-                    match s.get(&bytes(i), matches!(w, Work::GetAccess)) {
-                        Some(v) => sum = sum.wrapping_add(v),
-                        None => miss += 1,
+                let mut batch = [[0u8; KB]; BATCH];
+                for _ in 0..64 / BATCH {
+                    for k in batch.iter_mut() {
+                        *k = bytes(wk.keys.next_index());
+                    }
+                    match s.get_batch(&batch, access) {
+                        Some((s, m)) => {
+                            sum = sum.wrapping_add(s);
+                            miss += m;
+                        }
+                        None => {
+                            for k in &batch {
+                                match s.get(k, access) {
+                                    Some(v) => sum = sum.wrapping_add(v),
+                                    None => miss += 1,
+                                }
+                            }
+                        }
                     }
                 }
                 black_box(sum);
@@ -389,7 +451,7 @@ mod tests {
         let a = SizeArgs { seconds: 0.01, rounds: 1, threads: 1, memory_gib: 0.1, out: None, smoke: true };
         let mut rows = Vec::new();
         point::<8, 64>(&a, "value", &[Work::Get, Work::GetAccess, Work::InsDel], &mut rows).unwrap();
-        assert_eq!(rows.len(), 12);
+        assert_eq!(rows.len(), 15);
         assert!(rows.iter().all(|r| r.mops.median > 0.0));
     }
 }

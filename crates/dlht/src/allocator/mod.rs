@@ -152,6 +152,39 @@ unsafe impl<K: Send + Sync, V: Send + Sync, S: Send> Send for AllocMap<K, V, S> 
 // SAFETY: as above.
 unsafe impl<K: Send + Sync, V: Send + Sync, S: Sync> Sync for AllocMap<K, V, S> {}
 
+/// Whether a batch's caller will read the values it gets (paper §3.3: the
+/// batch then prefetches the values, not only the entries' keys).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// Only the entries' first lines (key comparison, small values).
+    Key,
+    /// Every line of each value (up to 4 KiB).
+    Read,
+}
+
+/// Keys per pass of [`AllocMap::get_many`]: the index pipeline's window,
+/// so one pass has as many entry misses in flight as the window has bins.
+const PASS: usize = crate::batch::WINDOW;
+
+/// Prefetch what the word `w` points to: its node's first line, and with
+/// [`Access::Read`] the lines of the value (a list: its vector only).
+#[inline(always)]
+fn prefetch_entry<K, V>(w: u64, access: Access) {
+    let vw = ValueWord::from_bits(w);
+    let node = vw.addr() as *const Node<K, V>;
+    crate::arch::prefetch(node);
+    if access == Access::Read && vw.kind() == Kind::Node {
+        // Addresses only: prefetching never dereferences.
+        let start = node.wrapping_byte_add(core::mem::offset_of!(Node<K, V>, value)) as usize;
+        let end = start + size_of::<V>().min(4096);
+        let mut line = (start & !63) + 64;
+        while line < end {
+            crate::arch::prefetch(line as *const u8);
+            line += 64;
+        }
+    }
+}
+
 /// Mixed into a key's hash to make its signature in namespace `ns`; zero
 /// for namespace 0.
 #[inline(always)]
@@ -254,6 +287,36 @@ where
         Q: Hash + Eq + ?Sized,
     {
         self.ns0().contains_key(key)
+    }
+
+    /// Get many keys at once (paper §3.3): `out[i]` receives the value of
+    /// `keys[i]`. The index lookups go through the prefetching pipeline of
+    /// [`Map::get_many`], then the entries are prefetched together before
+    /// their keys are compared; with [`Access::Read`] every line of each
+    /// value is prefetched too, for a caller that will read the values.
+    /// Errors only if the lengths differ.
+    ///
+    /// ```
+    /// use dlht::{Access, AllocMap};
+    /// let m = AllocMap::<u64, [u64; 16]>::new();
+    /// let g = m.guard();
+    /// m.insert(1, [1; 16], &g).unwrap();
+    /// let mut out = [None; 2];
+    /// m.get_many(&[&1, &2], &mut out, Access::Read, &g).unwrap();
+    /// assert_eq!(out.map(|v| v.map(|v| v.iter().sum::<u64>())), [Some(16), None]);
+    /// ```
+    pub fn get_many<'g, Q>(
+        &'g self,
+        keys: &[&Q],
+        out: &mut [Option<&'g V>],
+        access: Access,
+        guard: &'g Guard,
+    ) -> Result<(), Error>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.ns0().get_many(keys, out, access, guard)
     }
 
     /// Insert `key → value` if `key` is absent; otherwise nothing changes
@@ -426,6 +489,40 @@ where
         let w = self.map.index.get(&self.signature(key))?;
         // SAFETY: read just now, under `guard`.
         unsafe { self.find(w, key, guard) }.map(|n| &n.value)
+    }
+
+    /// See [`AllocMap::get_many`].
+    pub fn get_many<Q>(
+        &self,
+        keys: &[&Q],
+        out: &mut [Option<&'m V>],
+        access: Access,
+        guard: &'m Guard,
+    ) -> Result<(), Error>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        if keys.len() != out.len() {
+            return Err(Error::LengthMismatch { requests: keys.len(), responses: out.len() });
+        }
+        let mut sigs = [0u64; PASS];
+        let mut words = [None; PASS];
+        for (keys, out) in keys.chunks(PASS).zip(out.chunks_mut(PASS)) {
+            let n = keys.len();
+            for (s, k) in sigs.iter_mut().zip(keys) {
+                *s = self.signature(*k);
+            }
+            self.map.index.get_many(&sigs[..n], &mut words[..n])?;
+            for w in words[..n].iter().flatten() {
+                prefetch_entry::<K, V>(*w, access);
+            }
+            for ((o, w), k) in out.iter_mut().zip(&words[..n]).zip(keys) {
+                // SAFETY: read just now, under `guard`.
+                *o = w.and_then(|w| unsafe { self.find(w, *k, guard) }).map(|n| &n.value);
+            }
+        }
+        Ok(())
     }
 
     /// See [`AllocMap::contains_key`].
