@@ -28,6 +28,7 @@ get_no_validate probing_the_primary_bucket_never_returns_a_replacing_keys_value
 generation_relaxed a_thread_never_announces_past_the_index_it_holds
 leave_relaxed an_index_is_never_freed_under_a_reader
 shadow_dropped a_shadow_commit_racing_a_transfer_is_never_lost
+freeze_no_kill a_put_racing_a_freeze_is_never_lost
 PLANTS
 
 # Plants outside the loom models, each caught by an integration test.
@@ -44,5 +45,6 @@ while read -r plant test name; do
   fi
 done <<'PLANTS'
 trust_signature alloc_map alloc_map_matches_hashmap_with_colliding_signatures
+snapshot_thaw_early snapshot a_snapshot_is_one_instant_under_writers_and_resizes
 PLANTS
 exit $status

@@ -98,6 +98,8 @@
 //! [`Set`] is the hash-set mode (paper §3.4.3). Every map and set has a
 //! weakly consistent iterator that never blocks: keys present for the whole
 //! iteration are yielded exactly once, even across resizes.
+//! [`Map::snapshot`] is strongly consistent instead: the contents at one
+//! instant, for which operations wait briefly.
 //!
 //! ```
 //! let s: dlht::Set<u64> = (0..10).collect();

@@ -2,6 +2,7 @@
 
 pub(crate) mod len;
 mod shadow;
+mod snapshot;
 pub(crate) mod state;
 mod traits;
 

@@ -132,12 +132,13 @@ pub fn insert_as<T: Threading>(bin: &BinRef<'_, T>, key: u64, value: u64, mode: 
             if cur.is_no_transfer() {
                 continue;
             }
-            if !cur.is_no_transfer() {
+            if settle(bin, &mut cur) {
                 // The transfer ignores our TryInsert slot; the key was never
                 // visible here.
-                settle(bin, &mut cur);
                 return Step::Moved;
             }
+            // NoTransfer (perhaps after a snapshot's freeze, which keeps
+            // our claim): rescan, then retry CAS2 against `cur`.
             match scan(bin, cur, key) {
                 Scan::Absent => {}
                 // Lost to an insert of the same key (or waiting on one):

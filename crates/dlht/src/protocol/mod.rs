@@ -17,6 +17,7 @@
 //!
 //! and while the header says Shadow: `(shadow, key)`, a shadow insert.
 
+pub mod freeze;
 pub mod get;
 pub mod insert;
 pub mod put;
@@ -187,11 +188,13 @@ pub fn locate<T: Threading>(bin: &BinRef<'_, T>, key: u64) -> Located {
 
 /// D5 (and insert's release): move slot `i` from `from` to Invalid. Only the
 /// caller can change this slot's state now, so this retries only across
-/// other slots' changes; it gives up if a transfer took the bin.
+/// other slots' changes; it gives up if a transfer took the bin (which
+/// copies neither dead nor TryInsert slots), and waits out a snapshot's
+/// freeze (after which the slot is still the caller's).
 pub(crate) fn release_slot<T: Threading>(bin: &BinRef<'_, T>, i: usize, from: SlotState) {
     let mut h = bin.header();
     loop {
-        if !h.is_no_transfer() {
+        if settle(bin, &mut h) {
             return;
         }
         debug_assert_eq!(h.slot(i), from, "dlht invariant: releasing a slot we do not own");
@@ -213,9 +216,10 @@ pub(crate) fn link_needed<T: Threading>(bin: &BinRef<'_, T>, slot: usize) -> Opt
     bin.bucket.link_meta.load().get(kind).is_none().then_some(kind)
 }
 
-/// Wait while the bin is InTransfer. Returns true if the bin is (now)
-/// DoneTransfer — the caller moves to the next index — or false, with the
-/// header re-read into `h`, if it is NoTransfer.
+/// Wait while the bin is InTransfer (a resize moving it, or a snapshot
+/// freezing it). Returns true if the bin is (now) DoneTransfer — the caller
+/// moves to the next index — or false, with the header re-read into `h`, if
+/// it is NoTransfer.
 #[inline]
 pub fn settle<T: Threading>(bin: &BinRef<'_, T>, h: &mut Header) -> bool {
     if h.is_no_transfer() {

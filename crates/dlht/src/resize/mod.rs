@@ -28,6 +28,8 @@ pub const CHUNK_BINS: usize = 16 * 1024;
 const IDLE: usize = 0;
 const ALLOCATING: usize = 1;
 const PUBLISHED: usize = 2;
+/// A snapshot holds the index: it cannot start a resize (growers wait).
+const SNAPSHOT: usize = 3;
 
 /// Number of bins of the index that replaces one of `bins` bins.
 pub fn grown_bins(bins: usize) -> usize {
@@ -92,6 +94,28 @@ pub fn grow(core: &Core, guard: &Guard<'_>, idx: &Index, hash: &dyn Fn(u64) -> u
     }
     help(core, idx, hash);
     Ok(())
+}
+
+/// Take the current index for a snapshot: no resize of it can start until
+/// [`release_snapshot`]; a resize already under way is helped to its end
+/// first, and another snapshot is waited for.
+pub fn hold_for_snapshot<'g>(core: &'g Core, guard: &'g Guard<'_>, hash: &dyn Fn(u64) -> u64) -> &'g Index {
+    let mut spins = 0;
+    loop {
+        let idx = core.current(guard);
+        // AcqRel/Acquire: as in `grow`, the phase hands roles over.
+        match idx.resize.phase.compare_exchange(IDLE, SNAPSHOT, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => return idx,
+            Err(PUBLISHED) => help(core, idx, hash),
+            Err(_) => backoff(&mut spins),
+        }
+    }
+}
+
+/// Let resizes of `idx` start again.
+pub fn release_snapshot(idx: &Index) {
+    // Release: pairs with the Acquire of the next phase CAS.
+    idx.resize.phase.store(IDLE, Ordering::Release);
 }
 
 /// R3–R4: transfer chunks of `idx` into its next index until none is left.
