@@ -5,6 +5,8 @@
 
 use crate::protocol::freeze::{freeze, thaw};
 use crate::protocol::insert::{insert, insert_as, Inserted, Mode};
+use crate::protocol::put::{update, Change};
+use crate::protocol::remove::remove_if;
 use crate::protocol::shadow;
 use crate::protocol::transfer::transfer_bin;
 use crate::protocol::{get::get, get::probe_primary, put::put, remove::remove, Step};
@@ -306,5 +308,27 @@ fn a_remove_and_an_insert_racing_a_freeze_are_seen_whole() {
         assert_eq!((gt(&idx, K), gt(&idx, K2)), (None, Some(5)));
         // The thawed bin works: the freed slot is reusable.
         assert_eq!(ins(&idx, K, 3), Inserted::New);
+    });
+}
+
+#[test]
+fn two_conditional_changes_of_one_word_never_both_win() {
+    // Allocator mode's smallest case: two threads that read the same
+    // entry word (1) swap it conditionally — one for a new entry (2), one
+    // away (a remove of exactly that word). Exactly one may win; the
+    // loser sees the winner's result.
+    model(|| {
+        let idx = index(2);
+        ins(&idx, K, 1);
+        let i2 = idx.clone();
+        let t = loom::thread::spawn(move || drive(&i2, K, |b| update(b, K, |c| (c == 1).then_some(2))));
+        let removed = drive(&idx, K, |b| remove_if(b, K, |c| c == 1));
+        let updated = t.join().unwrap();
+        let end = gt(&idx, K);
+        match (updated, removed) {
+            (Change::Changed(1), Change::Kept(2)) => assert_eq!(end, Some(2)),
+            (Change::Absent, Change::Changed(1)) => assert_eq!(end, None),
+            other => panic!("not linearizable: {other:?}, then {end:?}"),
+        }
     });
 }
