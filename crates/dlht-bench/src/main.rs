@@ -13,6 +13,14 @@ mod studies;
 
 use clap::{Parser, Subcommand};
 
+/// mimalloc instead of the system allocator (feature `mimalloc`).
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// The global allocator this build uses, for the results' headers.
+pub const ALLOCATOR: &str = if cfg!(feature = "mimalloc") { "mimalloc" } else { "system" };
+
 /// The DLHT evaluation: dlht against real peers and the machine's memory limit.
 ///
 /// With no subcommand: the comparison. Every system runs the same workloads

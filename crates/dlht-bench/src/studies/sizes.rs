@@ -369,7 +369,7 @@ fn measure<const KB: usize, const VB: usize>(
 /// The size study. True if a result check failed.
 pub fn run(a: SizeArgs) -> bool {
     let machine = crate::harness::machine::Machine::describe();
-    println!("# dlht-bench sizes: {}", machine.line());
+    println!("# dlht-bench sizes: {}, allocator {}", machine.line(), crate::ALLOCATOR);
     let mut rows = Vec::new();
     let value_works = [Work::Get, Work::GetAccess, Work::InsDel];
     let key_works = [Work::Get, Work::InsDel];

@@ -957,6 +957,42 @@ impl<'g, K: 'g, V: 'g, S> Iterator for AllocIter<'g, K, V, S> {
     }
 }
 
+/// Insert or replace each pair (later pairs win), as `HashMap` does.
+///
+/// ```
+/// let mut m: dlht::AllocMap<String, u32> = [("a".to_string(), 1)].into_iter().collect();
+/// m.extend([("a".to_string(), 2), ("b".to_string(), 3)]);
+/// assert_eq!(m.get("a", &m.guard()), Some(&2));
+/// assert_eq!(m.len(), 2);
+/// ```
+impl<K, V, S> Extend<(K, V)> for AllocMap<K, V, S>
+where
+    K: Hash + Eq + Send + Sync + 'static,
+    V: Send + Sync + 'static,
+    S: BuildHasher,
+{
+    fn extend<I: IntoIterator<Item = (K, V)>>(&mut self, iter: I) {
+        let g = self.guard();
+        for (k, v) in iter {
+            self.upsert(k, v, &g);
+        }
+    }
+}
+
+impl<K, V, S> FromIterator<(K, V)> for AllocMap<K, V, S>
+where
+    K: Hash + Eq + Send + Sync + 'static,
+    V: Send + Sync + 'static,
+    S: BuildHasher + Default,
+{
+    fn from_iter<I: IntoIterator<Item = (K, V)>>(iter: I) -> Self {
+        let iter = iter.into_iter();
+        let mut m = or_panic(Self::try_with_capacity_and_hasher(iter.size_hint().0, S::default()));
+        m.extend(iter);
+        m
+    }
+}
+
 impl<K, V, S> fmt::Debug for AllocMap<K, V, S>
 where
     K: Hash + Eq + Send + Sync + 'static + fmt::Debug,
