@@ -259,7 +259,7 @@ fn references_outlive_removes_and_replacements() {
             let (map, stop, reads) = (&map, &stop, &reads);
             s.spawn(move || {
                 let mut rng = Rng(t + 11);
-                while !stop.load(Ordering::Relaxed) {
+                loop {
                     let g = map.guard();
                     // Hold references across many writer operations.
                     let held: Vec<(u64, &Checked)> = (0..16)
@@ -276,6 +276,9 @@ fn references_outlive_removes_and_replacements() {
                         v.check(*k);
                     }
                     reads.fetch_add(1, Ordering::Relaxed);
+                    if stop.load(Ordering::Relaxed) {
+                        break;
+                    }
                 }
             });
         }
@@ -333,13 +336,24 @@ fn iteration_yields_each_stable_key_once_across_resizes() {
                 }
             });
             let _stop = SetOnDrop(done); // also when an assertion fails
-            for _ in 0..4 {
+            let mut filler = 0u64;
+            for pass in 0..4 {
                 let g = map.guard();
                 let mut seen = HashSet::new();
                 let before = map.capacity();
                 for (_, &k, &v) in map.iter(&g) {
                     if seen.len() % 64 == 0 {
-                        std::thread::yield_now(); // let resizes overlap the iteration
+                        std::thread::yield_now(); // let the writer's resizes overlap too
+                    }
+                    if pass == 0 && seen.len() == stable.len() / 2 {
+                        // Halfway through the first pass: grow the index
+                        // from here, so a pass surely crosses a resize
+                        // (later passes cross the writer's, if they do).
+                        let cap = map.capacity();
+                        while map.capacity() == cap {
+                            map.insert(3 << 40 | round << 32 | filler, 0, &g).unwrap();
+                            filler += 1;
+                        }
                     }
                     assert!(seen.insert(k), "key {k:#x} yielded twice");
                     if k >> 40 == 0 {

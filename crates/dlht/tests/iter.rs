@@ -41,12 +41,23 @@ fn iterate_during_resizes<S: std::hash::BuildHasher + Default + Sync>(chunk: usi
                 }
             });
             let _stop = SetOnDrop(done); // also when an assertion fails
-            for _ in 0..4 {
+            let mut filler = 0u64;
+            for pass in 0..4 {
                 let mut seen = HashSet::new();
                 let before = map.capacity();
                 for (k, v) in map {
                     if seen.len() % 64 == 0 {
-                        std::thread::yield_now(); // let resizes overlap the iteration
+                        std::thread::yield_now(); // let the writer's resizes overlap too
+                    }
+                    if pass == 0 && seen.len() == stable.len() / 2 {
+                        // Halfway through the first pass: grow the index
+                        // from here, so a pass surely crosses a resize
+                        // (later passes cross the writer's, if they do).
+                        let cap = map.capacity();
+                        while map.capacity() == cap {
+                            map.insert(3 << 40 | round << 32 | filler, 0).unwrap();
+                            filler += 1;
+                        }
                     }
                     assert!(seen.insert(k), "key {k:#x} yielded twice");
                     if k >> 40 == 0 {

@@ -7,7 +7,7 @@
 
 use dlht::Map;
 use std::collections::{BTreeSet, HashMap};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 fn stress_scale() -> f64 {
     std::env::var("DLHT_STRESS_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1.0)
@@ -39,6 +39,7 @@ fn a_quiet_snapshot_is_the_contents() {
 const INSERTED: u64 = 1 << 40; // keys INSERTED + i, inserted in order of i
 const REMOVED: u64 = 2 << 40; // keys REMOVED + i, present at first, removed in order
 const COUNTERS: u64 = 4; // keys 0..4: update j writes j into counter j % 4
+const CHUNK: u64 = 2048; // writer steps per snapshot, at least
 
 #[test]
 fn a_snapshot_is_one_instant_under_writers_and_resizes() {
@@ -54,13 +55,19 @@ fn a_snapshot_is_one_instant_under_writers_and_resizes() {
             m.insert(c, c).unwrap();
         }
         let done = AtomicBool::new(false);
+        let (taken, failed) = (AtomicU64::new(0), AtomicBool::new(false));
         let mut checked = 0;
         std::thread::scope(|s| {
-            let (m, done) = (&m, &done);
+            let (m, done, taken, failed) = (&m, &done, &taken, &failed);
+            // If a check fails, the writer must not wait for more snapshots.
+            let _release = SetOnDrop(failed);
             s.spawn(move || {
                 for i in 0..n {
-                    if i % 256 == 0 {
-                        std::thread::yield_now(); // let snapshots overlap the writes
+                    // A snapshot per chunk of steps, whatever the machine's
+                    // load: wait until the checker has taken one per chunk
+                    // so far (it takes the next while this chunk runs).
+                    while taken.load(Ordering::SeqCst) < i / CHUNK && !failed.load(Ordering::SeqCst) {
+                        std::thread::yield_now();
                     }
                     m.insert(INSERTED + i, i).unwrap();
                     m.remove(&(REMOVED + i));
@@ -91,10 +98,20 @@ fn a_snapshot_is_one_instant_under_writers_and_resizes() {
                 let (a, b) = (ins.len() as i64, (n - rem.len() as u64) as i64);
                 assert!((a - b).abs() <= 1, "{a} inserted vs {b} removed");
                 checked += 1;
+                taken.store(checked, Ordering::SeqCst);
             }
         });
-        assert!(checked >= 3, "only {checked} snapshots overlapped the writer");
+        assert!(checked >= n / CHUNK, "{checked} snapshots for {n} steps");
         assert!(m.stats().resizes > 0);
         assert_eq!(m.snapshot().len(), n as usize + COUNTERS as usize);
+    }
+}
+
+/// Sets the flag when dropped, also when the checking thread panics.
+struct SetOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for SetOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
     }
 }
