@@ -25,6 +25,27 @@
 //! (integers, floats by bits, `bool`, `char`, raw pointers); every value of
 //! such a type is storable, `0` and `u64::MAX` included.
 //!
+//! ## Atomic read-modify-write
+//!
+//! Each is one conditional 16-byte CAS on the key's slot, retried only if
+//! another thread changed that slot: [`Map::compare_exchange`],
+//! [`Map::update`], [`Map::fetch_add`] (inserts the delta when absent),
+//! [`Map::get_or_insert_with`], [`Map::remove_if`].
+//!
+//! ```
+//! let counts = dlht::Map::<u64, u64>::new();
+//! std::thread::scope(|s| {
+//!     for _ in 0..4 {
+//!         s.spawn(|| {
+//!             for k in 0..100 {
+//!                 counts.fetch_add(k % 10, 1);
+//!             }
+//!         });
+//!     }
+//! });
+//! assert_eq!(counts.get(&3), Some(40));
+//! ```
+//!
 //! ## Batches and prefetching (paper §3.3)
 //!
 //! A lookup on a large table waits about 100 ns for its cache line. A
@@ -199,7 +220,7 @@ pub use batch::{Request, Response, StopOn, WINDOW as BATCH_WINDOW};
 pub use error::Error;
 pub use hash::{DefaultHashBuilder, Modulo, ModuloHasher};
 pub use local::LocalMap;
-pub use map::{Iter, Map, ShadowInsert, ShadowRefused, Shadowing};
+pub use map::{Counter, Iter, Map, ShadowInsert, ShadowRefused, Shadowing};
 pub use set::{Set, SetRequest};
 pub use stats::Stats;
 pub use word::Inline;

@@ -1,11 +1,13 @@
 //! The public concurrent map (Inlined mode).
 
+mod atomics;
 pub(crate) mod len;
 mod shadow;
 mod snapshot;
 pub(crate) mod state;
 mod traits;
 
+pub use atomics::Counter;
 pub use shadow::{ShadowInsert, ShadowRefused, Shadowing};
 pub use traits::Iter;
 

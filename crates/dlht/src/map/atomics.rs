@@ -1,0 +1,163 @@
+//! Per-key atomic read-modify-write on a [`Map`]: each call is one
+//! conditional 16-byte CAS on the key's slot (`protocol::put::update`,
+//! `protocol::remove::remove_if`), retried only when another thread changed
+//! that slot meanwhile — lock-free, no allocation.
+
+use super::Map;
+use crate::driver::{self, or_panic};
+use crate::error::Error;
+use crate::protocol::put::Change;
+use crate::word::Inline;
+use core::hash::BuildHasher;
+
+/// A value type that [`Map::fetch_add`] can add to: the integers, with
+/// wrapping arithmetic.
+pub trait Counter: Inline {
+    /// `self + delta`, wrapping on overflow.
+    fn wrapping_add(self, delta: Self) -> Self;
+}
+
+macro_rules! counter {
+    ($($t:ty),*) => {$(
+        impl Counter for $t {
+            #[inline(always)]
+            fn wrapping_add(self, delta: Self) -> Self {
+                <$t>::wrapping_add(self, delta)
+            }
+        }
+    )*};
+}
+counter!(u8, u16, u32, u64, usize, i8, i16, i32, i64, isize);
+
+impl<K: Inline, V: Inline, S: BuildHasher> Map<K, V, S> {
+    /// Replace the value of `key` with `new` if it is `expected` (the same
+    /// word). `Ok(expected)` if replaced; `Err(Some(current))` if the key
+    /// holds another value; `Err(None)` if it is absent (nothing is
+    /// inserted).
+    ///
+    /// ```
+    /// let m = dlht::Map::<u64, u64>::new();
+    /// m.insert(1, 10).unwrap();
+    /// assert_eq!(m.compare_exchange(&1, 10, 11), Ok(10));
+    /// assert_eq!(m.compare_exchange(&1, 10, 12), Err(Some(11)));
+    /// assert_eq!(m.compare_exchange(&2, 0, 1), Err(None));
+    /// ```
+    #[inline]
+    pub fn compare_exchange(&self, key: &K, expected: V, new: V) -> Result<V, Option<V>> {
+        let e = expected.into_word();
+        match driver::update(self, key, |v| (v.into_word() == e).then_some(new)) {
+            Change::Changed(_) => Ok(expected),
+            Change::Kept(cur) => Err(Some(V::from_word(cur))),
+            Change::Absent => Err(None),
+        }
+    }
+
+    /// Replace the value `v` of a present `key` with `f(v)`, atomically: if
+    /// another thread changes the value first, `f` runs again on the new
+    /// one (so it may run more than once, and should have no other
+    /// effect). The new value, or None if `key` is absent (nothing is
+    /// inserted).
+    ///
+    /// ```
+    /// let m = dlht::Map::<u64, u64>::new();
+    /// m.insert(1, 10).unwrap();
+    /// assert_eq!(m.update(&1, |v| v * 2), Some(20));
+    /// assert_eq!(m.update(&2, |v| v * 2), None);
+    /// ```
+    #[inline]
+    pub fn update(&self, key: &K, mut f: impl FnMut(V) -> V) -> Option<V> {
+        let mut new = None;
+        match driver::update(self, key, |v| {
+            let n = f(v);
+            new = Some(n);
+            Some(n)
+        }) {
+            Change::Changed(_) => new,
+            _ => None,
+        }
+    }
+
+    /// Add `delta` to the value of `key`, inserting `delta` if the key is
+    /// absent: the value before, or None if it was absent. Each call takes
+    /// effect exactly once, at one instant (the CAS or the insert that
+    /// succeeds), so concurrent counts add up exactly.
+    ///
+    /// ```
+    /// let m = dlht::Map::<u64, u64>::new();
+    /// assert_eq!(m.fetch_add(7, 1), None);
+    /// assert_eq!(m.fetch_add(7, 5), Some(1));
+    /// assert_eq!(m.get(&7), Some(6));
+    /// ```
+    #[inline]
+    pub fn fetch_add(&self, key: K, delta: V) -> Option<V>
+    where
+        V: Counter,
+    {
+        or_panic(self.try_fetch_add(key, delta))
+    }
+
+    /// Like [`fetch_add`](Self::fetch_add), returning a failure to grow the
+    /// index (for the insert) as an error.
+    pub fn try_fetch_add(&self, key: K, delta: V) -> Result<Option<V>, Error>
+    where
+        V: Counter,
+    {
+        loop {
+            if let Change::Changed(old) = driver::update(self, &key, |v| Some(v.wrapping_add(delta))) {
+                return Ok(Some(V::from_word(old)));
+            }
+            if self.try_insert(key, delta)?.is_ok() {
+                return Ok(None);
+            }
+            // Inserted by another thread meanwhile: add to it.
+        }
+    }
+
+    /// The value of `key`, inserting `f()` first if the key is absent.
+    /// `f` runs at most once, only if the key was absent when looked up;
+    /// if another thread inserts the key meanwhile, its value is returned
+    /// and `f`'s is dropped.
+    ///
+    /// ```
+    /// let m = dlht::Map::<u64, u64>::new();
+    /// assert_eq!(m.get_or_insert_with(1, || 10), 10);
+    /// assert_eq!(m.get_or_insert_with(1, || unreachable!()), 10);
+    /// ```
+    #[inline]
+    pub fn get_or_insert_with(&self, key: K, f: impl FnOnce() -> V) -> V {
+        or_panic(self.try_get_or_insert_with(key, f))
+    }
+
+    /// Like [`get_or_insert_with`](Self::get_or_insert_with), returning a
+    /// failure to grow the index as an error.
+    pub fn try_get_or_insert_with(&self, key: K, f: impl FnOnce() -> V) -> Result<V, Error> {
+        if let Some(v) = self.get(&key) {
+            return Ok(v);
+        }
+        let v = f();
+        Ok(match self.try_insert(key, v)? {
+            Ok(()) => v,
+            Err(there) => there,
+        })
+    }
+
+    /// Remove `key` if `f` accepts its value (`f` may run more than once,
+    /// if a put races): the value removed, or None if the key is absent or
+    /// `f` declined.
+    ///
+    /// ```
+    /// let m = dlht::Map::<u64, u64>::new();
+    /// m.insert(1, 0).unwrap();
+    /// m.insert(2, 5).unwrap();
+    /// assert_eq!(m.remove_if(&1, |v| v == 0), Some(0));
+    /// assert_eq!(m.remove_if(&2, |v| v == 0), None);
+    /// assert_eq!(m.len(), 1);
+    /// ```
+    #[inline]
+    pub fn remove_if(&self, key: &K, f: impl FnMut(V) -> bool) -> Option<V> {
+        match driver::remove_if(self, key, f) {
+            Change::Changed(old) => Some(V::from_word(old)),
+            _ => None,
+        }
+    }
+}
