@@ -46,6 +46,23 @@
 //! assert_eq!(counts.get(&3), Some(40));
 //! ```
 //!
+//! ## Coming from std, dashmap, papaya or scc
+//!
+//! dlht's `insert` is insert-if-absent (like scc's); std, dashmap and
+//! papaya overwrite. The calls that do the same thing:
+//!
+//! | you want | std `HashMap` | dashmap | papaya (`m.pin()`) | dlht [`Map`] |
+//! |---|---|---|---|---|
+//! | insert or overwrite, old value back | `insert(k, v)` | `insert(k, v)` | `insert(k, v)` | [`upsert(k, v)`](Map::upsert) |
+//! | insert only if absent | `entry(k).or_insert(v)` / `try_insert` | `entry(k).or_insert(v)` | `try_insert(k, v)` | [`insert(k, v)`](Map::insert) (`Err(existing)`) |
+//! | overwrite only if present | `get_mut(&k)` | `get_mut(&k)` | `update(k, \|_\| v)` | [`put(k, v)`](Map::put) |
+//! | read | `get(&k)` (a reference) | `get(&k)` (a lock guard) | `get(&k)` (a reference) | [`get(&k)`](Map::get) (a copy; [`AllocMap::get`] gives a reference) |
+//! | read-modify-write | `get_mut` | `get_mut` / `entry` | `update` / `compute` | [`update`](Map::update), [`compare_exchange`](Map::compare_exchange), [`fetch_add`](Map::fetch_add) |
+//! | insert computed value if absent | `entry(k).or_insert_with(f)` | `entry(k).or_insert_with(f)` | `get_or_insert_with(k, f)` | [`get_or_insert_with(k, f)`](Map::get_or_insert_with) |
+//! | remove | `remove(&k)` | `remove(&k)` | `remove(&k)` | [`remove(&k)`](Map::remove) |
+//! | remove if | `entry` + `remove` | `remove_if(&k, f)` | `remove_if(&k, f)` | [`remove_if(&k, f)`](Map::remove_if) |
+//! | iterate | `iter()` | `iter()` (locks shards) | `iter()` (weak) | [`iter()`](Map::iter) (weak, never blocks), [`snapshot()`](Map::snapshot) (one instant) |
+//!
 //! ## Batches and prefetching (paper §3.3)
 //!
 //! A lookup on a large table waits about 100 ns for its cache line. A

@@ -148,3 +148,35 @@ fn concurrent_counters_end_exact() {
         assert!(m.stats().resizes > 0);
     }
 }
+
+#[test]
+fn retain_and_clear_racing_inserts() {
+    for round in 0..3u64 {
+        let m = Map::<u64, u64>::with_capacity(16).with_transfer_chunk(4);
+        for k in 0..20_000u64 {
+            m.insert(k, k).unwrap();
+        }
+        std::thread::scope(|s| {
+            let m = &m;
+            // Fresh keys inserted meanwhile (forcing resizes); each may
+            // or may not be judged.
+            s.spawn(move || {
+                for i in 0..20_000u64 {
+                    m.insert(1 << 40 | round << 32 | i, 1).unwrap();
+                }
+            });
+            // Every old key present throughout: the odd ones must go.
+            let removed = m.retain(|k, _| k >> 40 == 1 || k % 2 == 0);
+            assert!(removed >= 10_000, "{removed}");
+        });
+        for k in 0..20_000u64 {
+            assert_eq!(m.get(&k), (k % 2 == 0).then_some(k), "key {k}");
+        }
+        for i in 0..20_000u64 {
+            assert_eq!(m.get(&(1 << 40 | round << 32 | i)), Some(1), "a kept fresh key");
+        }
+        assert_eq!(m.clear(), 30_000);
+        assert!(m.is_empty());
+        assert_eq!(m.iter().count(), 0);
+    }
+}

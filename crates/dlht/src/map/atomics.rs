@@ -161,3 +161,44 @@ impl<K: Inline, V: Inline, S: BuildHasher> Map<K, V, S> {
         }
     }
 }
+
+impl<K: Inline, V: Inline, S: BuildHasher> Map<K, V, S> {
+    /// Keep only the entries for which `keep(key, value)` is true.
+    ///
+    /// Concurrent-safe and non-blocking: it walks the map with the weakly
+    /// consistent [`iter`](Self::iter) and removes each rejected entry with
+    /// [`remove_if`](Self::remove_if) on the value it judged, so a value
+    /// changed meanwhile is judged again (`keep` may run more than once for
+    /// a key). A key present for the whole call is kept or removed as
+    /// `keep` says; keys inserted, changed or removed meanwhile may be
+    /// judged or not. Returns how many entries it removed.
+    ///
+    /// ```
+    /// let m: dlht::Map<u64, u64> = (0..10).map(|k| (k, k)).collect();
+    /// assert_eq!(m.retain(|k, _| k % 2 == 0), 5);
+    /// assert_eq!(m.len(), 5);
+    /// ```
+    pub fn retain(&self, mut keep: impl FnMut(K, V) -> bool) -> usize {
+        let mut removed = 0;
+        for (k, v) in self.iter() {
+            if !keep(k, v) && self.remove_if(&k, |now| !keep(k, now)).is_some() {
+                removed += 1;
+            }
+        }
+        removed
+    }
+
+    /// Remove every entry: [`retain`](Self::retain) keeping nothing, with
+    /// its guarantees — every key present for the whole call is gone
+    /// afterwards; keys inserted meanwhile may remain. The index keeps its
+    /// size. Returns how many entries it removed.
+    ///
+    /// ```
+    /// let m: dlht::Map<u64, u64> = (0..10).map(|k| (k, k)).collect();
+    /// assert_eq!(m.clear(), 10);
+    /// assert!(m.is_empty());
+    /// ```
+    pub fn clear(&self) -> usize {
+        self.retain(|_, _| false)
+    }
+}

@@ -302,8 +302,16 @@ impl<K: Inline, V: Inline, S: BuildHasher> Map<K, V, S> {
         core::hint::black_box(self.core.current(&guard).bins());
     }
 
-    /// Number of keys. Exact when no operation is in flight; otherwise some
-    /// value the count passed through recently.
+    /// Number of keys.
+    ///
+    /// Exact when no operation is in flight. Under concurrency it is the
+    /// sum of per-thread counts (inserts minus removes), each read once at
+    /// some moment during the call, so it can differ from the number of
+    /// keys at any single instant by the inserts and removes that complete
+    /// during the call (never below 0). Cost: one load per thread that has
+    /// used the map, no shared write; the operations that change the count
+    /// pay one store to their own thread's line. Shadow inserts count once
+    /// committed.
     pub fn len(&self) -> usize {
         len::sum(&self.core.reclaim)
     }
