@@ -6,9 +6,10 @@
 //!    A live key is then copied into the next index; a pending insert is
 //!    killed (its publication CAS fails and it retries in the next index); a
 //!    shadow insert is copied as it was, state and words (`protocol::shadow`);
-//!    a dead slot is skipped. The CAS loses only to a racing put (retry with the value it
-//!    wrote) or a racing publication (retry with the published pair), so once
-//!    it succeeds no put can succeed here any more: the copy is final.
+//!    a dead slot is skipped. The CAS loses only to a racing put (retry with
+//!    the value it wrote) or a racing publication (retry with the published
+//!    pair), so once it succeeds no put can succeed here any more: the copy
+//!    is final.
 //! T3 store DoneTransfer: operations now go to the next index.
 
 use super::link_needed;
