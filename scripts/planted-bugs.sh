@@ -1,23 +1,34 @@
 #!/usr/bin/env bash
-# Shows that the loom models catch each hazard of docs/DESIGN.md: every
+# Shows that the checkers catch each hazard of docs/DESIGN.md: every
 # planted bug (a `--cfg dlht_plant=...` build that reverts one fix) must
-# make the loom model named for it fail — a bin-protocol model in
-# `src/tests/models.rs` or a reclamation model in `src/reclaim.rs`. A plant
-# that breaks some other test but not its own model does not count.
+# make the check named for it fail — a loom model (a bin-protocol model in
+# `src/tests/models.rs` or a reclamation model in `src/reclaim.rs`), or,
+# for plants outside the bin protocol, an integration test. A plant that
+# breaks some other test but not its own check does not count.
 set -u
 cd "$(dirname "$0")/.."
 status=0
-while read -r plant model; do
-  out=$(RUSTFLAGS="--cfg loom --cfg dlht_plant=\"$plant\"" CARGO_TARGET_DIR=target/planted \
-        cargo test -q -p dlht --release --lib --no-fail-fast 2>&1)
+
+# caught PLANT NAME LABEL RUSTFLAGS TARGET_DIR CARGO_TEST_ARGS...: build with
+# the plant, run the tests, and check that the one named NAME failed.
+caught() {
+  local plant=$1 name=$2 label=$3 flags=$4 dir=$5
+  shift 5
+  local out failed
+  out=$(RUSTFLAGS="$flags --cfg dlht_plant=\"$plant\"" CARGO_TARGET_DIR="$dir" \
+        cargo test -q -p dlht --release "$@" --no-fail-fast 2>&1)
   failed=$(echo "$out" | grep -E "^    [a-z_:]+$" | tr -d ' ' | paste -sd, -)
-  if echo ",$failed," | grep -qE "[,:]$model,"; then
-    echo "planted bug $plant: caught by $model (failing: $failed)"
+  if echo ",$failed," | grep -qE "[,:]$name,"; then
+    echo "planted bug $plant: caught by $label (failing: $failed)"
   else
-    echo "planted bug $plant: NOT caught by $model (failing: ${failed:-none})"
+    echo "planted bug $plant: NOT caught by $label (failing: ${failed:-none})"
     echo "$out" | tail -5
     status=1
   fi
+}
+
+while read -r plant model; do
+  caught "$plant" "$model" "$model" "--cfg loom" target/planted --lib
 done <<'PLANTS'
 remove_header_only put_racing_remove_never_updates_a_removed_key
 transfer_keeps_key put_racing_a_transfer_is_never_lost
@@ -33,16 +44,7 @@ PLANTS
 
 # Plants outside the loom models, each caught by an integration test.
 while read -r plant test name; do
-  out=$(RUSTFLAGS="--cfg dlht_plant=\"$plant\"" CARGO_TARGET_DIR=target/planted-tests \
-        cargo test -q -p dlht --release --test "$test" --no-fail-fast 2>&1)
-  failed=$(echo "$out" | grep -E "^    [a-z_:]+$" | tr -d ' ' | paste -sd, -)
-  if echo ",$failed," | grep -qE "[,:]$name,"; then
-    echo "planted bug $plant: caught by $test::$name (failing: $failed)"
-  else
-    echo "planted bug $plant: NOT caught by $test::$name (failing: ${failed:-none})"
-    echo "$out" | tail -5
-    status=1
-  fi
+  caught "$plant" "$name" "$test::$name" "" target/planted-tests --test "$test"
 done <<'PLANTS'
 trust_signature alloc_map alloc_map_matches_hashmap_with_colliding_signatures
 snapshot_thaw_early snapshot a_snapshot_is_one_instant_under_writers_and_resizes

@@ -81,20 +81,17 @@ fn collect_filtered<T: Threading>(
     // with these low bits.
     let (mask, want) = class.unwrap_or(((old_bins - 1) as u64, b as u64));
     if new_bins >= old_bins {
-        // Growth: the class is split over bins b, b + old, b + 2·old, …,
-        // each holding only keys of the class.
+        // Growth: the class is split over bins b, b + old, b + 2·old, …;
+        // a filter from an earlier, smaller index still applies there.
         for j in 0..new_bins / old_bins {
             let nb = b + j * old_bins;
-            let filter = if class.is_some() { Some((mask, want)) } else { None };
-            collect_filtered::<T>(next, nb, filter, hash, out);
+            collect_filtered::<T>(next, nb, class, hash, out);
         }
     } else {
         // A smaller index: the class shares its bin with others.
         collect_filtered::<T>(next, b & (new_bins - 1), Some((mask, want)), hash, out);
     }
 }
-
-const EMPTY: Vec<(u64, u64)> = Vec::new();
 
 /// Walks the bins of one index, class by class, buffering one class at a
 /// time; shared by the iterators of every map kind.
@@ -108,7 +105,7 @@ pub(crate) struct ClassWalk<'i> {
 impl<'i> ClassWalk<'i> {
     /// A walk over `index`, which the caller keeps allocated for `'i`.
     pub(crate) fn new(index: &'i Index) -> Self {
-        ClassWalk { index, next_bin: 0, buf: EMPTY, pos: 0 }
+        ClassWalk { index, next_bin: 0, buf: Vec::new(), pos: 0 }
     }
 
     /// The next live `(key, value)` words, or None at the end.

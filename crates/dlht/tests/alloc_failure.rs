@@ -13,7 +13,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 struct RefuseOnce;
 
-/// Size of the next allocation to refuse (0: none).
+/// Size of the next allocation to refuse (0: none). Relaxed throughout: set
+/// and taken by the one test thread running (the tests take turns), it
+/// publishes nothing.
 static REFUSE: AtomicUsize = AtomicUsize::new(0);
 thread_local! {
     /// Bytes this thread allocated less bytes it freed (per thread: the

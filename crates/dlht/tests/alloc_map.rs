@@ -7,14 +7,13 @@
 
 mod common;
 
-use common::lin::{check, Call, Clock, Event, Verdict};
+use common::lin::{assert_linearizable, run_history};
 use common::Rng;
 use dlht::{AllocMap, DefaultHashBuilder, Modulo};
 use proptest::prelude::*;
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Mutex;
 
 /// A hasher keeping only `BITS` bits of the default hash: with few bits,
 /// distinct keys share signatures all the time (collision lists).
@@ -175,54 +174,35 @@ fn namespaces_keep_equal_keys_apart() {
     assert_eq!(m.namespace(8).unwrap().get(&1, &g), Some(&8));
 }
 
-/// u64 → u64 through `AllocMap`, for the linearizability harness: the
-/// returned references are read at once.
-fn record(map: &AllocMap<u64, u64>, clock: &Clock, rng: &mut Rng, key: u64) -> Event {
-    let v = 1 + rng.below(2);
-    let g = map.guard();
-    let invoked = clock.tick();
-    let call = match rng.below(10) {
-        0..=2 => Call::Get(map.get(&key, &g).copied()),
-        3..=4 => Call::Insert(v, map.insert(key, v, &g).map_err(|o| *o.current)),
-        5..=6 => Call::Put(v, map.put(&key, v, &g).ok().copied()),
-        7..=8 => Call::Remove(map.remove(&key, &g).copied()),
-        _ => Call::Upsert(v, map.upsert(key, v, &g).copied()),
-    };
-    let returned = clock.tick();
-    Event { key, call, invoked, returned }
+/// u64 → u64 through `AllocMap`, for the linearizability harness: one
+/// guard per call, the returned references read at once.
+struct Ops(AllocMap<u64, u64>);
+
+impl common::Ops for Ops {
+    fn get(&self, k: u64) -> Option<u64> {
+        self.0.get(&k, &self.0.guard()).copied()
+    }
+    fn insert(&self, k: u64, v: u64) -> Result<(), u64> {
+        self.0.insert(k, v, &self.0.guard()).map_err(|o| *o.current)
+    }
+    fn put(&self, k: u64, v: u64) -> Option<u64> {
+        self.0.put(&k, v, &self.0.guard()).ok().copied()
+    }
+    fn remove(&self, k: u64) -> Option<u64> {
+        self.0.remove(&k, &self.0.guard()).copied()
+    }
+    fn upsert(&self, k: u64, v: u64) -> Option<u64> {
+        self.0.upsert(k, v, &self.0.guard()).copied()
+    }
 }
 
 #[test]
 fn alloc_map_histories_are_linearizable_under_resizes() {
     for round in 0..3u64 {
-        let map: AllocMap<u64, u64> = AllocMap::new();
-        let clock = Clock::default();
-        let events = Mutex::new(Vec::new());
-        std::thread::scope(|s| {
-            for t in 0..3u64 {
-                let (map, clock, events) = (&map, &clock, &events);
-                s.spawn(move || {
-                    let mut rng = Rng(((round << 8) | (t + 1)).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
-                    let mine: Vec<Event> = (0..4000)
-                        .map(|_| {
-                            let key = rng.below(6);
-                            record(map, clock, &mut rng, key)
-                        })
-                        .collect();
-                    events.lock().unwrap().extend(mine);
-                });
-            }
-            let map = &map;
-            s.spawn(move || {
-                let g = map.guard();
-                for i in 0..16_000u64 {
-                    map.insert(1 << 40 | i, i, &g).unwrap(); // forces resizes
-                }
-            });
-        });
-        if let Verdict::Violation { key, history } = check(&events.into_inner().unwrap(), &HashMap::new()) {
-            panic!("history of key {key} is not linearizable: {history:?}");
-        }
+        // Three threads on six hot keys with two values, one filler forcing
+        // resizes (the dlht maps' harness).
+        let events = run_history(&Ops(AllocMap::new()), 3, 1, 4000, 6, 2, 0xA1 + round);
+        assert_linearizable("AllocMap", &events);
     }
 }
 
@@ -252,6 +232,7 @@ fn stress_scale() -> f64 {
 fn references_outlive_removes_and_replacements() {
     let ops = (20_000.0 * stress_scale()) as u64;
     let map: AllocMap<u64, Checked, FewBits<6>> = AllocMap::with_hasher(FewBits::default());
+    // Relaxed: `stop` only ends the readers' loops, `reads` is a count.
     let stop = AtomicBool::new(false);
     let reads = AtomicUsize::new(0);
     std::thread::scope(|s| {
@@ -315,7 +296,7 @@ fn iteration_yields_each_stable_key_once_across_resizes() {
         }
         drop(g);
         let resizes_before = map.capacity();
-        let done = AtomicBool::new(false);
+        let done = AtomicBool::new(false); // Relaxed: only ends the writer's loop
         std::thread::scope(|s| {
             let (map, done) = (&map, &done);
             s.spawn(move || {
@@ -371,7 +352,7 @@ fn iteration_yields_each_stable_key_once_across_resizes() {
     assert!(overlapped > 0, "no iteration overlapped a resize");
 }
 
-/// Sets the flag when dropped: stops the writer threads even when the
+/// Sets the flag (Relaxed: it only ends loops) when dropped: stops the writer threads even when the
 /// checking thread panics (they would otherwise run forever).
 struct SetOnDrop<'a>(&'a AtomicBool);
 

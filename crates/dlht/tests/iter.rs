@@ -21,7 +21,7 @@ fn iterate_during_resizes<S: std::hash::BuildHasher + Default + Sync>(chunk: usi
             map.insert(k, !k).unwrap();
         }
         let resizes = map.stats().resizes;
-        let done = AtomicBool::new(false);
+        let done = AtomicBool::new(false); // Relaxed: only ends the writer's loop
         std::thread::scope(|s| {
             let (map, done) = (&map, &done);
             s.spawn(move || {
@@ -111,7 +111,7 @@ fn standard_traits() {
     assert!(d.iter().next().is_none());
 }
 
-/// Sets the flag when dropped: stops the writer threads even when the
+/// Sets the flag (Relaxed: it only ends loops) when dropped: stops the writer threads even when the
 /// checking thread panics (they would otherwise run forever).
 struct SetOnDrop<'a>(&'a AtomicBool);
 

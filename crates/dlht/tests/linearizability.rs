@@ -4,73 +4,10 @@
 
 mod common;
 
-use common::lin::{check, check_key, Call, Clock, Event, Verdict};
+use common::lin::{assert_linearizable, check, check_key, record, run_history, Call, Clock, Event, Verdict};
 use common::{with_shared_maps, Ops, Rng};
 use std::collections::HashMap;
 use std::sync::{Barrier, Mutex};
-
-/// One recorded operation on `map`.
-fn record<M: Ops + ?Sized>(map: &M, clock: &Clock, rng: &mut Rng, key: u64, values: u64) -> Event {
-    let v = 1 + rng.below(values);
-    let op = rng.below(10);
-    let invoked = clock.tick();
-    let call = match op {
-        0..=2 => Call::Get(map.get(key)),
-        3..=4 => Call::Insert(v, map.insert(key, v)),
-        5..=6 => Call::Put(v, map.put(key, v)),
-        7..=8 => Call::Remove(map.remove(key)),
-        _ => Call::Upsert(v, map.upsert(key, v)),
-    };
-    let returned = clock.tick();
-    Event { key, call, invoked, returned }
-}
-
-/// Run `threads` workers on `hot` keys (values drawn from 1..=values, a tiny
-/// domain so equal-contents reuse — hazard 2 — actually happens), while
-/// `fillers` threads insert fresh keys to force resizes. Returns the history.
-fn run_history<M: Ops + Sync + ?Sized>(
-    map: &M,
-    threads: usize,
-    fillers: usize,
-    ops: usize,
-    hot: u64,
-    values: u64,
-    seed: u64,
-) -> Vec<Event> {
-    let clock = Clock::default();
-    let events = Mutex::new(Vec::new());
-    std::thread::scope(|s| {
-        for t in 0..threads {
-            let (clock, events) = (&clock, &events);
-            s.spawn(move || {
-                let mut rng = Rng(seed ^ (t as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
-                let mut mine = Vec::with_capacity(ops);
-                for _ in 0..ops {
-                    let key = rng.below(hot);
-                    mine.push(record(map, clock, &mut rng, key, values));
-                }
-                events.lock().unwrap().extend(mine);
-            });
-        }
-        for f in 0..fillers {
-            s.spawn(move || {
-                for i in 0..(ops as u64 * 4) {
-                    let k = ((1_000_000 + f as u64) << 32) | i;
-                    map.insert(k, i).unwrap();
-                }
-            });
-        }
-    });
-    events.into_inner().unwrap()
-}
-
-fn assert_linearizable(name: &str, events: &[Event]) {
-    if let Verdict::Violation { key, history } = check(events, &HashMap::new()) {
-        let lines: Vec<String> =
-            history.iter().map(|e| format!("  [{:>6},{:>6}] {:?}", e.invoked, e.returned, e.call)).collect();
-        panic!("{name}: history of key {key} is not linearizable:\n{}", lines.join("\n"));
-    }
-}
 
 #[test]
 fn dlht_histories_are_linearizable_under_resizes() {

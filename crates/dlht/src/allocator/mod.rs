@@ -548,21 +548,45 @@ where
     ) -> Result<Result<(), Occupied<'m, K, V>>, Error> {
         let sig = self.signature(&key);
         let node = Fresh::new(self.ns, key, value)?;
+        Ok(match self.insert_node(sig, &node, guard, |_, cur| Ok(Some(cur)))? {
+            None => {
+                node.publish();
+                Ok(())
+            }
+            Some(cur) => {
+                let (key, value) = node.into_parts();
+                Err(Occupied { current: &cur.value, key, value })
+            }
+        })
+    }
+
+    /// Put the fresh `node` in for its key `sig`: into the index, or beside
+    /// the entries of a shared signature; None when done (the caller
+    /// publishes the node). If the namespace's key is there, `present(w,
+    /// entry)` is asked: `Some(r)` ends with `r` (the caller publishes or
+    /// frees the node), None tries again. One index operation in the common
+    /// case: the insert that fails hands back the word it found.
+    fn insert_node<R>(
+        &self,
+        sig: u64,
+        node: &Fresh<K, V>,
+        guard: &'m Guard,
+        mut present: impl FnMut(u64, &'m Node<K, V>) -> Result<Option<R>, Error>,
+    ) -> Result<Option<R>, Error> {
         loop {
-            match self.map.index.try_insert(sig, node.word)? {
-                Ok(()) => {
-                    node.publish();
-                    return Ok(Ok(()));
-                }
-                Err(w) => {
-                    // SAFETY: read under `guard`.
-                    if let Some(cur) = unsafe { self.find(w, node.key(), guard) } {
-                        let (key, value) = node.into_parts();
-                        return Ok(Err(Occupied { current: &cur.value, key, value }));
+            let Err(w) = self.map.index.try_insert(sig, node.word)? else {
+                return Ok(None);
+            };
+            // SAFETY: read under `guard`.
+            match unsafe { self.find(w, node.key(), guard) } {
+                Some(cur) => {
+                    if let Some(r) = present(w, cur)? {
+                        return Ok(Some(r));
                     }
-                    if self.add_collided(sig, w, &node, guard)? {
-                        node.publish();
-                        return Ok(Ok(()));
+                }
+                None => {
+                    if self.add_collided(sig, w, node, guard)? {
+                        return Ok(None);
                     }
                 }
             }
@@ -578,30 +602,11 @@ where
     pub fn try_upsert(&self, key: K, value: V, guard: &'m Guard) -> Result<Option<&'m V>, Error> {
         let sig = self.signature(&key);
         let node = Fresh::new(self.ns, key, value)?;
-        loop {
-            let Some(w) = self.map.index.get(&sig) else {
-                if self.map.index.try_insert(sig, node.word)?.is_ok() {
-                    node.publish();
-                    return Ok(None);
-                }
-                continue;
-            };
-            // SAFETY: read under `guard`.
-            match unsafe { self.find(w, node.key(), guard) } {
-                Some(old) => {
-                    if self.replace(sig, w, old, &node, guard)? {
-                        node.publish();
-                        return Ok(Some(&old.value));
-                    }
-                }
-                None => {
-                    if self.add_collided(sig, w, &node, guard)? {
-                        node.publish();
-                        return Ok(None);
-                    }
-                }
-            }
-        }
+        let old = self.insert_node(sig, &node, guard, |w, old| {
+            Ok(self.replace(sig, w, old, &node, guard)?.then_some(old))
+        })?;
+        node.publish();
+        Ok(old.map(|old| &old.value))
     }
 
     /// See [`AllocMap::put`].

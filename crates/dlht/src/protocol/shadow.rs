@@ -43,44 +43,44 @@ fn find_shadow<T: Threading>(bin: &BinRef<'_, T>, h: Header, key: u64) -> Option
     None
 }
 
-/// Make the shadow insert of `key` present with `value`.
-pub fn commit<T: Threading>(bin: &BinRef<'_, T>, key: u64, value: u64) -> Step<()> {
+/// The header of a bin not in transfer, with the slot of the shadow insert
+/// of `key` and its state; None if the bin was transferred (go on in the
+/// next index).
+fn locate_shadow<T: Threading>(bin: &BinRef<'_, T>, key: u64) -> Option<(Header, usize, SlotState)> {
     loop {
         let mut h = bin.header();
         if settle(bin, &mut h) {
-            return Step::Moved;
+            return None;
         }
-        let Some((i, state)) = find_shadow(bin, h, key) else {
+        match find_shadow(bin, h, key) {
+            Some((i, state)) => return Some((h, i, state)),
             // A transfer began after the header was read (it killed the
             // slot): the re-read sees it. Otherwise the slot must be here.
-            assert!(!validate(bin, h), "dlht invariant: a shadow insert's slot is missing");
-            continue;
-        };
-        match state {
-            SlotState::Shadow => {
-                let _ = bin.cas_header(h, h.with_slot(i, SlotState::Valid)); // S2 (else retry)
-            }
-            _ => {
-                let slot = bin.slot(&mut None, i);
-                if bin.dwcas(slot, (bin.shadow(), key), (key, value)).is_ok() {
-                    return Step::Done(()); // S3
-                }
-                // Killed by a transfer: the next attempt follows it.
-            }
+            None => assert!(!validate(bin, h), "dlht invariant: a shadow insert's slot is missing"),
         }
+    }
+}
+
+/// Make the shadow insert of `key` present with `value`.
+pub fn commit<T: Threading>(bin: &BinRef<'_, T>, key: u64, value: u64) -> Step<()> {
+    loop {
+        let Some((h, i, state)) = locate_shadow(bin, key) else {
+            return Step::Moved;
+        };
+        if state == SlotState::Shadow {
+            let _ = bin.cas_header(h, h.with_slot(i, SlotState::Valid)); // S2 (else retry)
+        } else if bin.dwcas(bin.slot(&mut None, i), (bin.shadow(), key), (key, value)).is_ok() {
+            return Step::Done(()); // S3
+        }
+        // Else killed by a transfer: the next attempt follows it.
     }
 }
 
 /// Give up the shadow insert of `key`: its slot becomes free.
 pub fn abort<T: Threading>(bin: &BinRef<'_, T>, key: u64) -> Step<()> {
     loop {
-        let mut h = bin.header();
-        if settle(bin, &mut h) {
+        let Some((h, i, state)) = locate_shadow(bin, key) else {
             return Step::Moved;
-        }
-        let Some((i, state)) = find_shadow(bin, h, key) else {
-            assert!(!validate(bin, h), "dlht invariant: a shadow insert's slot is missing");
-            continue;
         };
         debug_assert_eq!(state, SlotState::Shadow, "dlht invariant: aborting a committed shadow insert");
         if bin.cas_header(h, h.with_slot(i, SlotState::Invalid)).is_ok() {
