@@ -188,9 +188,13 @@ impl Run {
         self.summary = summary;
     }
 
-    /// Whether a result check failed somewhere (the notes say where).
+    /// Whether a result check of a dlht system failed (the notes say
+    /// where). A peer that fails its checks is reported in the notes and
+    /// left out of the figures, but does not fail the run: a bug in a peer
+    /// (leapfrog's puts on two threads once lost a present key in a CI
+    /// smoke run) must not stop dlht's own checks from passing.
     pub fn failed(&self) -> bool {
-        self.notes.iter().any(|(_, n)| n.starts_with("FAILED"))
+        self.notes.iter().any(|(system, n)| system.starts_with("dlht") && n.starts_with("FAILED"))
     }
 
     /// The flagged summaries (see [`TWIN_FLAG`]).
@@ -522,6 +526,16 @@ mod tests {
         assert_eq!(d.of_limit_rounds, vec![0.5, 0.5, 0.5, 0.5]);
         assert_eq!(d.mops.median, 15.0);
         assert_eq!(r.summary.iter().filter(|s| s.system == "dlht").count(), 1);
+    }
+
+    #[test]
+    fn only_a_dlht_system_failing_a_check_fails_the_run() {
+        let mut r = run(vec![m(LIMIT_PREFETCHED, "lines", &[40.0], None), m("dlht", "get", &[20.0], None)]);
+        assert!(!r.failed());
+        r.notes.push(("leapfrog".into(), "FAILED its result check in get on 2 threads: x".into()));
+        assert!(!r.failed(), "a peer's failure is reported, not fatal");
+        r.notes.push(("dlht-batch".into(), "FAILED its result check in get on 2 threads: x".into()));
+        assert!(r.failed());
     }
 
     #[test]
