@@ -47,6 +47,7 @@ while read -r plant test name; do
   caught "$plant" "$name" "$test::$name" "" target/planted-tests --test "$test"
 done <<'PLANTS'
 trust_signature alloc_map alloc_map_matches_hashmap_with_colliding_signatures
+inline_any_length byte_map keys_differing_only_in_trailing_zeros_or_namespace_are_distinct
 snapshot_thaw_early snapshot a_snapshot_is_one_instant_under_writers_and_resizes
 PLANTS
 exit $status

@@ -37,6 +37,12 @@ pub enum Error {
         /// Responses (or outputs) given.
         responses: usize,
     },
+    /// A key or value longer than a [`ByteMap`](crate::ByteMap) entry's
+    /// length field holds (`u32::MAX` bytes).
+    TooLong {
+        /// Its length.
+        bytes: usize,
+    },
 }
 
 impl fmt::Display for Error {
@@ -53,6 +59,9 @@ impl fmt::Display for Error {
             ),
             Error::Unsupported => {
                 write!(f, "this CPU has no lock-free 16-byte compare-and-swap (x86-64: cmpxchg16b), which dlht needs")
+            }
+            Error::TooLong { bytes } => {
+                write!(f, "a key or value of {bytes} bytes is longer than the {} a byte map holds", u32::MAX)
             }
             Error::BinOverflow => write!(
                 f,

@@ -232,7 +232,10 @@ mod word;
 #[cfg(all(test, loom))]
 mod tests;
 
-pub use allocator::{Access, AllocIter, AllocMap, Guard, Namespace, Occupied, NAMESPACES};
+pub use allocator::{
+    Access, AllocIter, AllocMap, ByteIter, ByteMap, ByteNamespace, Guard, KeyBytes, Namespace, Occupied,
+    ValueRef, NAMESPACES,
+};
 pub use batch::{Request, Response, StopOn, WINDOW as BATCH_WINDOW};
 pub use error::Error;
 pub use hash::{DefaultHashBuilder, Modulo, ModuloHasher};

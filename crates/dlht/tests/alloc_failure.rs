@@ -5,7 +5,7 @@
 //! allocation of a chosen size, once.
 #![cfg(not(loom))]
 
-use dlht::{AllocMap, Error};
+use dlht::{AllocMap, ByteMap, Error};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::hash::{BuildHasher, Hasher};
@@ -72,32 +72,35 @@ impl Hasher for Zero {
 }
 
 type Big = [u8; 1000];
-/// A node: namespace (padded to 8), key, value.
-const NODE: usize = 8 + 8 + 1000;
+/// A node: key, value.
+const NODE: usize = 8 + 1000;
 
 /// Run `f` with the next allocation of `size` bytes refused; check that it
-/// leaked nothing and that the map's contents did not change.
-fn refusing<M, R>(size: usize, map: &AllocMap<u64, Big, M>, f: impl FnOnce() -> R) -> R
-where
-    M: BuildHasher,
-{
-    let g = map.guard();
-    let before: Vec<(usize, u64, u8)> = snapshot(map, &g);
-    drop(g);
+/// leaked nothing and that the map's contents (as `contents` lists them)
+/// did not change.
+fn refusing<C: PartialEq + std::fmt::Debug, R>(
+    size: usize,
+    contents: impl Fn() -> C,
+    f: impl FnOnce() -> R,
+) -> R {
+    let before = contents();
     let live = LIVE.with(Cell::get);
     REFUSE.store(size, Ordering::Relaxed);
     let r = f();
     assert_eq!(REFUSE.load(Ordering::Relaxed), 0, "the refused allocation happened");
     assert_eq!(LIVE.with(Cell::get), live, "nothing leaked");
-    let g = map.guard();
-    assert_eq!(snapshot(map, &g), before, "the map is unchanged");
+    assert_eq!(contents(), before, "the map is unchanged");
     r
 }
 
-fn snapshot<M: BuildHasher>(map: &AllocMap<u64, Big, M>, g: &dlht::Guard) -> Vec<(usize, u64, u8)> {
-    let mut v: Vec<_> = map.iter(g).map(|(ns, k, v)| (ns, *k, v[0])).collect();
-    v.sort();
-    v
+/// An allocator-mode map's contents, sorted.
+fn contents<M: BuildHasher>(map: &AllocMap<u64, Big, M>) -> impl Fn() -> Vec<(usize, u64, u8)> + '_ {
+    move || {
+        let g = map.guard();
+        let mut v: Vec<_> = map.iter(&g).map(|(ns, k, v)| (ns, *k, v[0])).collect();
+        v.sort();
+        v
+    }
 }
 
 /// Check that `f` panics with a message containing `says`, with the panic
@@ -119,16 +122,16 @@ fn refused_allocations_are_errors_and_change_nothing() {
     let map: AllocMap<u64, Big> = AllocMap::with_capacity(100);
     let g = map.guard();
     map.insert(1, [1; 1000], &g).unwrap();
-    let e = refusing(NODE, &map, || map.try_insert(2, [2; 1000], &g).map(|r| r.is_ok()));
+    let e = refusing(NODE, contents(&map), || map.try_insert(2, [2; 1000], &g).map(|r| r.is_ok()));
     assert_eq!(e, Err(Error::AllocFailed { bytes: NODE }));
-    let e = refusing(NODE, &map, || map.try_upsert(1, [3; 1000], &g).map(|r| r.map(|v| v[0])));
+    let e = refusing(NODE, contents(&map), || map.try_upsert(1, [3; 1000], &g).map(|r| r.map(|v| v[0])));
     assert_eq!(e, Err(Error::AllocFailed { bytes: NODE }));
-    let e = refusing(NODE, &map, || map.try_upsert(5, [3; 1000], &g).map(|r| r.map(|v| v[0])));
+    let e = refusing(NODE, contents(&map), || map.try_upsert(5, [3; 1000], &g).map(|r| r.map(|v| v[0])));
     assert_eq!(e, Err(Error::AllocFailed { bytes: NODE }));
     assert_eq!(map.get(&1, &g).map(|v| v[0]), Some(1));
     // The panicking form says why.
-    refusing(NODE, &map, || {
-        quiet_panic("could not allocate 1016 bytes", || drop(map.insert(2, [2; 1000], &g)))
+    refusing(NODE, contents(&map), || {
+        quiet_panic("could not allocate 1008 bytes", || drop(map.insert(2, [2; 1000], &g)))
     });
     // And the map still works.
     map.insert(2, [2; 1000], &g).unwrap();
@@ -142,21 +145,64 @@ fn refused_collision_lists_change_nothing() {
     let g = map.guard();
     map.insert(1, [1; 1000], &g).unwrap();
     // The second key shares the signature: a list of two node pointers.
-    let e = refusing(16, &map, || map.try_insert(2, [2; 1000], &g).map(|r| r.is_ok()));
+    let e = refusing(16, contents(&map), || map.try_insert(2, [2; 1000], &g).map(|r| r.is_ok()));
     assert_eq!(e, Err(Error::AllocFailed { bytes: 16 }));
     map.insert(2, [2; 1000], &g).unwrap();
     map.insert(3, [3; 1000], &g).unwrap();
     assert_eq!(map.len(), 3);
     // Replacing in a list of three makes a new list of three.
-    let e = refusing(24, &map, || map.try_upsert(2, [9; 1000], &g).map(|r| r.map(|v| v[0])));
+    let e = refusing(24, contents(&map), || map.try_upsert(2, [9; 1000], &g).map(|r| r.map(|v| v[0])));
     assert_eq!(e, Err(Error::AllocFailed { bytes: 24 }));
     // Removing from a list makes a shorter one (its vector reserved for
     // three): the panic keeps the key.
-    refusing(24, &map, || {
+    refusing(24, contents(&map), || {
         quiet_panic("could not allocate 24 bytes", || {
             let _ = map.remove(&2, &g);
         })
     });
     assert_eq!(map.get(&2, &g).map(|v| v[0]), Some(2));
+    assert_eq!(map.len(), 3);
+}
+
+#[test]
+fn a_byte_map_refused_memory_or_given_too_long_a_value_changes_nothing() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let map = ByteMap::with_capacity(100);
+    let contents = || {
+        let g = map.guard();
+        let mut v: Vec<_> = map.iter(&g).map(|(ns, k, v)| (ns, k.to_vec(), v.to_vec())).collect();
+        v.sort();
+        v
+    };
+    let g = map.guard();
+    let long_key = [7u8; 40];
+    map.insert(b"short", &[1; 100], &g).unwrap().unwrap();
+    map.insert(&long_key, &[1; 100], &g).unwrap().unwrap();
+    let cur = map.get(b"short", &g).unwrap();
+    // A blob: 8-byte header, the key if longer than 8 bytes, the value.
+    for (key, blob) in [(&b"short"[..], 8 + 100), (&long_key[..], 8 + 40 + 100), (b"new", 8 + 100)] {
+        let e = refusing(blob, contents, || map.upsert(key, &[2; 100], &g).map(|_| ()));
+        assert_eq!(e, Err(Error::AllocFailed { bytes: blob }));
+    }
+    let e = refusing(8 + 100, contents, || map.insert(b"new", &[2; 100], &g).map(|r| r.is_ok()));
+    assert_eq!(e, Err(Error::AllocFailed { bytes: 108 }));
+    let e = refusing(108, contents, || map.put(b"short", &[2; 100], &g).map(|r| r.is_some()));
+    assert_eq!(e, Err(Error::AllocFailed { bytes: 108 }));
+    let e =
+        refusing(108, contents, || map.compare_and_replace(b"short", cur, &[2; 100], &g).map(|r| r.is_ok()));
+    assert_eq!(e, Err(Error::AllocFailed { bytes: 108 }));
+    // A value longer than the length field: refused before any allocation
+    // (`vec!` of zeros maps untouched pages, so this costs no memory).
+    let huge = vec![0u8; u32::MAX as usize + 1];
+    let before = contents();
+    assert_eq!(map.insert(b"huge", &huge, &g).map(|r| r.is_ok()), Err(Error::TooLong { bytes: huge.len() }));
+    assert_eq!(
+        map.upsert(b"short", &huge, &g).map(|r| r.is_some()),
+        Err(Error::TooLong { bytes: huge.len() })
+    );
+    assert_eq!(contents(), before);
+    drop(huge);
+    // And the map still works.
+    map.insert(b"new", &[3; 100], &g).unwrap().unwrap();
     assert_eq!(map.len(), 3);
 }

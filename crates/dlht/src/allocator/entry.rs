@@ -1,20 +1,30 @@
-//! What an allocator-mode slot holds (paper §3.4.1–3.4.2): the key's
-//! signature in the key word, and in the value word a pointer to the entry
-//! whose 16 spare high bits carry the namespace and what the pointer is.
+//! What an allocator-mode slot holds (paper §3.4.1–3.4.2): in the key word
+//! the key itself when it is at most 8 bytes (xor its namespace's mix),
+//! otherwise a 64-bit signature of (namespace, key); in the value word a
+//! pointer whose 16 spare high bits carry the namespace and the *shape* —
+//! the paper's 4-bit key size, plus two codes of our own.
 //!
 //! ```text
-//! value word:  | kind 4 | namespace 12 | address 48 |
+//! value word:  | shape 4 | namespace 12 | address 48 |
+//! shape:       1 + key length (1..=9)  the key is the slot's key word; the
+//!                                      address holds the value only
+//!              ENTRY (10)              the key word is a signature; the
+//!                                      address holds key and value
+//!              LIST (11)               a list of such value words whose
+//!                                      keys share the slot's key word
 //! ```
 //!
-//! The paper stores keys of at most 8 bytes in the key word itself and uses
-//! the 4 high bits for the key's size. Here keys are any `K: Hash + Eq`,
-//! which has no byte form, so every key lives in its entry next to its
-//! value, the key word is a 64-bit signature of (namespace, key), and the
-//! 4 bits say whether the pointer is one entry or a list of entries whose
-//! signatures collided (rare: about n²/2^65 pairs among n keys with a good
-//! hasher, but a poor hasher makes them common, and correctness must not
-//! depend on the hasher).
+//! An inline key is known from its slot alone: two keys of at most 8
+//! bytes with equal key words, namespaces and lengths are equal (the key's
+//! bytes are the key word xor the namespace's mix, cut to the length), so
+//! a lookup decides without reading the allocation. Key words shared by
+//! different keys — signatures that collide, an inline key equal to
+//! another namespace's, a signature equal to an inline key — hold a
+//! copy-on-write list of the keys' value words, so correctness never
+//! depends on the hasher. [`AllocMap`](crate::AllocMap)'s keys are any
+//! `K: Hash + Eq`, with no byte form to inline: all of them are entries.
 
+use super::Guard;
 use crate::error::Error;
 use core::alloc::Layout;
 use core::ptr::NonNull;
@@ -24,14 +34,33 @@ pub const NAMESPACES: usize = 1 << ValueWord::NAMESPACE_BITS;
 
 /// What a value word points to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Kind {
-    /// One [`Node`].
-    Node = 1,
-    /// A [`List`] of nodes whose keys share the slot's signature.
-    List = 2,
+pub(crate) enum Shape {
+    /// A value; its key, of this many bytes (0..=8), is the slot's key
+    /// word xor the namespace's mix.
+    Inline(u8),
+    /// An allocation holding key and value; the key word is a signature.
+    Entry,
+    /// A [`List`] of value words whose keys share the slot's key word.
+    List,
 }
 
-/// The value word of an allocator-mode slot.
+impl Shape {
+    /// The longest key kept in the key word.
+    pub const INLINE_MAX: usize = 8;
+    const ENTRY: u64 = 10;
+    const LIST: u64 = 11;
+
+    /// The 4-bit code.
+    const fn code(self) -> u64 {
+        match self {
+            Shape::Inline(len) => 1 + len as u64,
+            Shape::Entry => Self::ENTRY,
+            Shape::List => Self::LIST,
+        }
+    }
+}
+
+/// The value word of an allocator-mode slot, or an element of a list.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct ValueWord(u64);
 
@@ -43,15 +72,19 @@ impl ValueWord {
     pub const NAMESPACE_SHIFT: u32 = Self::ADDRESS_BITS;
     /// Bits of the namespace.
     pub const NAMESPACE_BITS: u32 = 12;
-    /// Where the kind starts.
-    pub const KIND_SHIFT: u32 = Self::NAMESPACE_SHIFT + Self::NAMESPACE_BITS;
+    /// Where the shape starts.
+    pub const SHAPE_SHIFT: u32 = Self::NAMESPACE_SHIFT + Self::NAMESPACE_BITS;
 
     /// The word for `addr`, or None if the address needs more than 48 bits.
-    pub fn new(kind: Kind, ns: u16, addr: usize) -> Option<ValueWord> {
+    pub fn new(shape: Shape, ns: u16, addr: usize) -> Option<ValueWord> {
         debug_assert!((ns as usize) < NAMESPACES, "dlht invariant: namespace checked before");
+        debug_assert!(
+            !matches!(shape, Shape::Inline(l) if l as usize > Shape::INLINE_MAX),
+            "dlht invariant: inline keys are short"
+        );
         let a = addr as u64;
         (a & !Self::ADDRESS_MASK == 0).then_some(ValueWord(
-            (kind as u64) << Self::KIND_SHIFT | (ns as u64) << Self::NAMESPACE_SHIFT | a,
+            shape.code() << Self::SHAPE_SHIFT | (ns as u64) << Self::NAMESPACE_SHIFT | a,
         ))
     }
 
@@ -69,15 +102,16 @@ impl ValueWord {
 
     /// What the address points to.
     #[inline(always)]
-    pub fn kind(self) -> Kind {
-        match self.0 >> Self::KIND_SHIFT {
-            1 => Kind::Node,
-            2 => Kind::List,
-            k => panic!("dlht invariant: value word of kind {k}"),
+    pub fn shape(self) -> Shape {
+        match self.0 >> Self::SHAPE_SHIFT {
+            c @ 1..=9 => Shape::Inline(c as u8 - 1),
+            Shape::ENTRY => Shape::Entry,
+            Shape::LIST => Shape::List,
+            c => panic!("dlht invariant: value word of shape {c}"),
         }
     }
 
-    /// The namespace of a node's key (0 for a list).
+    /// The namespace of the key (0 for a list).
     #[inline(always)]
     pub const fn namespace(self) -> u16 {
         ((self.0 >> Self::NAMESPACE_SHIFT) & (NAMESPACES as u64 - 1)) as u16
@@ -90,19 +124,21 @@ impl ValueWord {
     }
 }
 
-/// One entry: allocated before it is published, never changed after, freed
-/// by epoch reclamation once no slot or list points to it. The namespace
-/// comes first, then the key, so a key comparison usually reads one line.
-#[repr(C)]
-pub(crate) struct Node<K, V> {
-    pub ns: u16,
-    pub key: K,
-    pub value: V,
+/// An allocation a value word of one map type can point to (everything
+/// but a list): how to free it.
+pub(crate) trait Element {
+    /// Free the allocation at `addr` (dropping what it holds).
+    ///
+    /// # Safety
+    /// `addr` is an element of this type that nothing can reach any more,
+    /// freed once.
+    unsafe fn free(addr: usize);
 }
 
-/// Nodes whose keys share one signature: replaced whole (copy on write).
-pub(crate) struct List<K, V> {
-    pub nodes: Vec<NonNull<Node<K, V>>>,
+/// Value words whose keys share one key word: replaced whole (copy on
+/// write), never changed once published.
+pub(crate) struct List {
+    pub words: Vec<u64>,
 }
 
 /// Move `v` into a fresh allocation of the global allocator, or report the
@@ -119,26 +155,92 @@ pub(crate) fn try_box<T>(v: T) -> Result<NonNull<T>, Error> {
     Ok(p)
 }
 
+/// An element allocated but not yet published: freed if the operation
+/// ends without publishing it.
+pub(crate) struct Fresh<E: Element> {
+    pub word: ValueWord,
+    _e: core::marker::PhantomData<E>,
+}
+
+impl<E: Element> Fresh<E> {
+    /// Take ownership of the element `addr`, or free it and fail if its
+    /// address cannot be tagged (above 2^48: 5-level paging with a high
+    /// mapping).
+    ///
+    /// # Safety
+    /// `addr` is an unpublished element of type `E`, owned by the caller.
+    pub unsafe fn new(shape: Shape, ns: u16, addr: usize) -> Result<Self, Error> {
+        match ValueWord::new(shape, ns, addr) {
+            Some(word) => Ok(Fresh { word, _e: core::marker::PhantomData }),
+            None => {
+                // SAFETY: the caller's, never published.
+                unsafe { E::free(addr) };
+                Err(Error::Unsupported)
+            }
+        }
+    }
+
+    /// The element is in the index now: the map owns it.
+    pub fn publish(self) {
+        core::mem::forget(self);
+    }
+
+    /// The element, no longer owned by this guard (the caller frees it).
+    pub fn into_word(self) -> ValueWord {
+        let w = self.word;
+        core::mem::forget(self);
+        w
+    }
+}
+
+impl<E: Element> Drop for Fresh<E> {
+    fn drop(&mut self) {
+        // SAFETY: never published, so ours alone.
+        unsafe { E::free(self.word.addr()) };
+    }
+}
+
+/// Hand an element that left the index to epoch reclamation.
+///
+/// # Safety
+/// No slot or list reachable from now on holds `w`, and it is retired
+/// once; `E`'s contents may be dropped on any thread, after the map is
+/// gone (the maps' `Send + 'static` bounds).
+pub(crate) unsafe fn retire<E: Element>(w: ValueWord, guard: &Guard) {
+    // SAFETY: freed after every thread pinned now has unpinned, when no
+    // reference to it can remain (the caller's contract).
+    unsafe { guard.epoch.defer_unchecked(move || E::free(w.addr())) };
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn value_words_round_trip() {
-        for (kind, ns, addr) in
-            [(Kind::Node, 0, 8), (Kind::List, 4095, (1 << 48) - 8), (Kind::Node, 77, 0x7f12_3456_7890)]
-        {
-            let w = ValueWord::new(kind, ns, addr).unwrap();
-            assert_eq!((w.kind(), w.namespace(), w.addr()), (kind, ns, addr));
+        for (shape, ns, addr) in [
+            (Shape::Entry, 0, 8),
+            (Shape::List, 4095, (1 << 48) - 8),
+            (Shape::Inline(0), 77, 0x7f12_3456_7890),
+            (Shape::Inline(8), 4095, 16),
+        ] {
+            let w = ValueWord::new(shape, ns, addr).unwrap();
+            assert_eq!((w.shape(), w.namespace(), w.addr()), (shape, ns, addr));
             assert_eq!(ValueWord::from_bits(w.bits()), w);
+            assert_ne!(w.bits(), 0);
         }
-        assert_eq!(ValueWord::new(Kind::Node, 0, 1 << 48), None);
-        assert_eq!(ValueWord::KIND_SHIFT + 4, 64);
+        assert_eq!(ValueWord::new(Shape::Entry, 0, 1 << 48), None);
+        assert_eq!(ValueWord::SHAPE_SHIFT + 4, 64);
     }
 
     #[test]
-    fn node_layout_puts_the_key_first() {
-        assert_eq!(core::mem::offset_of!(Node<u64, [u8; 100]>, key), 8);
-        assert_eq!(core::mem::offset_of!(Node<u64, [u8; 100]>, value), 16);
+    fn shape_codes_are_distinct_and_fit_four_bits() {
+        let mut codes: Vec<u64> = (0..=8).map(|l| Shape::Inline(l).code()).collect();
+        codes.extend([Shape::Entry.code(), Shape::List.code()]);
+        let n = codes.len();
+        codes.sort();
+        codes.dedup();
+        assert_eq!(codes.len(), n);
+        assert!(codes.iter().all(|&c| (1..16).contains(&c)));
     }
 }

@@ -2,15 +2,15 @@
 //! size, each entry in its own allocation, reached through the index;
 //! namespaces; references to values that stay valid under a guard.
 //!
-//! The index is an inlined [`Map`] from a key's 64-bit signature to a
-//! tagged pointer (`entry::ValueWord`). Every change to a key swaps the
-//! pointer word of its signature with one conditional operation on the
-//! index — insert-if-absent, a value compare-and-swap, or a remove of that
-//! exact word — so the index protocols and their proofs carry over: a
-//! change linearizes at its index operation. Entries are immutable once
-//! published; a replaced or removed entry is retired to epoch-based
-//! reclamation (crossbeam-epoch), and freed once every thread that could
-//! have read its pointer has unpinned.
+//! Two maps share the machinery: [`AllocMap`] for any `K: Hash + Eq` and
+//! `V`, and [`ByteMap`] for byte strings, which keeps keys of at most 8
+//! bytes in the slot itself as the paper does. The index
+//! ([`pointers::PointerIndex`]) maps a key word to a tagged pointer
+//! ([`entry::ValueWord`]); each change is one conditional operation on the
+//! index, so it linearizes there. Entries are immutable once published; a
+//! replaced or removed entry is retired to epoch-based reclamation
+//! (crossbeam-epoch), and freed once every thread that could have read its
+//! pointer has unpinned.
 //!
 //! Why crossbeam-epoch: the index hands out pointer words from its own
 //! slot reads, not through a reclamation crate's protected loads; in
@@ -18,27 +18,23 @@
 //! which is exactly that case (seize's `protect` loads would not cover
 //! words read inside the index). Its global collector also means one pin
 //! serves every map.
-//!
-//! No ABA: a word is compared only while the comparing thread is pinned,
-//! and a pointer it read cannot be freed, hence not reused, until it
-//! unpins; two equal words therefore point to the same unchanged entry.
 
+mod bytes;
 mod entry;
+mod pointers;
 
+pub use bytes::{ByteIter, ByteMap, ByteNamespace, KeyBytes, ValueRef};
 pub use entry::NAMESPACES;
 
-use crate::driver::{self, or_panic};
+use crate::driver::or_panic;
 use crate::error::Error;
-use crate::hash::{DefaultHashBuilder, SignatureMix};
-use crate::map::Map;
-use crate::protocol::put::Change;
+use crate::hash::DefaultHashBuilder;
 use core::borrow::Borrow;
 use core::fmt;
 use core::hash::{BuildHasher, Hash};
 use core::marker::PhantomData;
-use core::ptr::NonNull;
-use entry::{try_box, Kind, List, Node, ValueWord};
-use std::sync::atomic::{AtomicIsize, Ordering};
+use entry::{try_box, Element, Fresh, Shape, ValueWord};
+use pointers::{PointerIndex, PointerIter};
 
 /// A concurrent map for keys and values of any type and size (the paper's
 /// *allocator mode*): each entry is one allocation holding key and value;
@@ -67,13 +63,51 @@ use std::sync::atomic::{AtomicIsize, Ordering};
 /// assert!(m.get("greeting", &g).is_none());
 /// ```
 pub struct AllocMap<K, V, S = DefaultHashBuilder> {
-    /// Signature → value word.
-    index: Map<u64, u64, SignatureMix>,
+    /// Signature → node.
+    index: PointerIndex<Node<K, V>>,
     hasher: S,
-    /// Keys beyond the first of each signature (they live in lists).
-    collided: AtomicIsize,
-    /// Owns nodes of K and V (for drop check and auto traits).
-    _owns: PhantomData<Box<Node<K, V>>>,
+}
+
+/// One entry of an [`AllocMap`]: allocated before it is published, never
+/// changed after, freed by epoch reclamation once no slot or list points
+/// to it. The key comes first, so a key comparison usually reads one line.
+#[repr(C)]
+pub(crate) struct Node<K, V> {
+    key: K,
+    value: V,
+}
+
+impl<K, V> Element for Node<K, V> {
+    unsafe fn free(addr: usize) {
+        // SAFETY: made by `try_box` (the caller's contract: unreachable,
+        // freed once).
+        drop(unsafe { Box::from_raw(addr as *mut Self) });
+    }
+}
+
+/// The node an element word of an [`AllocMap`] points to.
+///
+/// # Safety
+/// `e` was read from the map's index under a guard that lives for `'g`.
+#[inline(always)]
+unsafe fn node<'g, K, V>(e: ValueWord) -> &'g Node<K, V> {
+    // SAFETY: a published node, retired only after its word left the
+    // index, and freed only after the guard unpins.
+    unsafe { &*(e.addr() as *const Node<K, V>) }
+}
+
+/// A fresh node for `key → value` in namespace `ns`.
+fn fresh_node<K, V>(ns: u16, key: K, value: V) -> Result<Fresh<Node<K, V>>, Error> {
+    let p = try_box(Node { key, value })?;
+    // SAFETY: just made, ours.
+    unsafe { Fresh::new(Shape::Entry, ns, p.as_ptr() as usize) }
+}
+
+/// Free a fresh node, giving its key and value back.
+fn into_parts<K, V>(f: Fresh<Node<K, V>>) -> (K, V) {
+    // SAFETY: never published, so ours alone; made by `try_box`.
+    let n = unsafe { Box::from_raw(f.into_word().addr() as *mut Node<K, V>) };
+    (n.key, n.value)
 }
 
 /// Pins the current thread for epoch-based reclamation: values read under
@@ -81,7 +115,7 @@ pub struct AllocMap<K, V, S = DefaultHashBuilder> {
 /// counter and a fence); holding one for long delays the freeing of every
 /// value removed meanwhile, in every [`AllocMap`]. Not `Send`.
 pub struct Guard {
-    epoch: crossbeam_epoch::Guard,
+    pub(crate) epoch: crossbeam_epoch::Guard,
 }
 
 impl Guard {
@@ -166,23 +200,32 @@ pub enum Access {
 /// so one pass has as many entry misses in flight as the window has bins.
 const PASS: usize = crate::batch::WINDOW;
 
-/// Prefetch what the word `w` points to: its node's first line, and with
-/// [`Access::Read`] the lines of the value (a list: its vector only).
+/// Prefetch the lines from `start` to `start + len` (up to 4 KiB), the
+/// first included.
 #[inline(always)]
-fn prefetch_entry<K, V>(w: u64, access: Access) {
-    let vw = ValueWord::from_bits(w);
-    let node = vw.addr() as *const Node<K, V>;
-    crate::arch::prefetch(node);
-    if access == Access::Read && vw.kind() == Kind::Node {
-        // Addresses only: prefetching never dereferences.
-        let start = node.wrapping_byte_add(core::mem::offset_of!(Node<K, V>, value)) as usize;
-        let end = start + size_of::<V>().min(4096);
-        let mut line = (start & !63) + 64;
-        while line < end {
-            crate::arch::prefetch(line as *const u8);
-            line += 64;
-        }
+fn prefetch_lines(start: usize, len: usize) {
+    // Addresses only: prefetching never dereferences.
+    let end = start + len.min(4096);
+    let mut line = start & !63;
+    crate::arch::prefetch(line as *const u8);
+    line += 64;
+    while line < end {
+        crate::arch::prefetch(line as *const u8);
+        line += 64;
     }
+}
+
+/// Prefetch what the slot word `w` of an [`AllocMap`] points to: its
+/// node's first line, and with [`Access::Read`] the lines of the value (a
+/// list: its vector only).
+#[inline(always)]
+fn prefetch_node<K, V>(w: u64, access: Access) {
+    let vw = ValueWord::from_bits(w);
+    let len = match (access, vw.shape()) {
+        (Access::Read, Shape::Entry) => core::mem::offset_of!(Node<K, V>, value) + size_of::<V>(),
+        _ => 1,
+    };
+    prefetch_lines(vw.addr(), len);
 }
 
 /// Mixed into a key's hash to make its signature in namespace `ns`; zero
@@ -241,12 +284,7 @@ where
 
     /// An empty map for `n` keys using `hasher`, or why it cannot be made.
     pub fn try_with_capacity_and_hasher(n: usize, hasher: S) -> Result<Self, Error> {
-        Ok(AllocMap {
-            index: Map::try_with_capacity_and_hasher(n, SignatureMix)?,
-            hasher,
-            collided: AtomicIsize::new(0),
-            _owns: PhantomData,
-        })
+        Ok(AllocMap { index: PointerIndex::try_with_capacity(n)?, hasher })
     }
 
     /// Pin this thread: values read under the guard stay valid while it
@@ -394,8 +432,7 @@ where
 
     /// Number of keys, in all namespaces (as exact as [`Map::len`]).
     pub fn len(&self) -> usize {
-        (self.index.len() as isize + self.collided.load(Ordering::Relaxed)).max(0) as usize
-        // a count
+        self.index.len()
     }
 
     /// True if the map holds no key.
@@ -422,7 +459,7 @@ where
     /// assert_eq!(all, [(0, 1, "one"), (3, 1, "uno")]);
     /// ```
     pub fn iter<'g>(&'g self, guard: &'g Guard) -> AllocIter<'g, K, V, S> {
-        AllocIter { inner: self.index.iter(), list: None, _guard: guard, _kv: PhantomData }
+        AllocIter { inner: self.index.iter(guard), _kv: PhantomData }
     }
 }
 
@@ -442,40 +479,20 @@ where
         self.map.hasher.hash_one(key) ^ namespace_mix(self.ns)
     }
 
-    /// The node of this namespace's `key` among what `w` points to.
-    ///
-    /// # Safety
-    /// `w` was read from the index while `guard` was pinned.
+    /// Whether an element of the index is this namespace's `key`. The
+    /// index calls it only on elements read under the caller's guard.
     #[inline(always)]
-    unsafe fn find<Q>(&self, w: u64, key: &Q, _guard: &'m Guard) -> Option<&'m Node<K, V>>
+    fn is_mine<'k, Q>(&self, key: &'k Q) -> impl Fn(ValueWord) -> bool + 'k
     where
         K: Borrow<Q>,
         Q: Eq + ?Sized,
     {
-        let w = ValueWord::from_bits(w);
-        match w.kind() {
-            Kind::Node => {
-                if w.namespace() != self.ns {
-                    return None;
-                }
-                // SAFETY: a published node, retired only after its word left
-                // the index, and freed only after `guard` unpins.
-                let n = unsafe { &*(w.addr() as *const Node<K, V>) };
-                // Planted bug (scripts/planted-bugs.sh): trust the signature.
-                if cfg!(dlht_plant = "trust_signature") {
-                    return Some(n);
-                }
-                (n.key.borrow() == key).then_some(n)
-            }
-            Kind::List => {
-                // SAFETY: as for a node: the list and its nodes.
-                let l = unsafe { &*(w.addr() as *const List<K, V>) };
-                // SAFETY: as above.
-                l.nodes
-                    .iter()
-                    .map(|p| unsafe { &*p.as_ptr() })
-                    .find(|n| n.ns == self.ns && n.key.borrow() == key)
-            }
+        let ns = self.ns;
+        move |e| {
+            // Planted bug (scripts/planted-bugs.sh): trust the signature.
+            let trust = cfg!(dlht_plant = "trust_signature");
+            // SAFETY: read under a guard (the index's contract).
+            e.namespace() == ns && (trust || unsafe { node::<K, V>(e) }.key.borrow() == key)
         }
     }
 
@@ -486,9 +503,9 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let w = self.map.index.get(&self.signature(key))?;
+        let e = self.map.index.get(self.signature(key), &self.is_mine(key), guard)?;
         // SAFETY: read just now, under `guard`.
-        unsafe { self.find(w, key, guard) }.map(|n| &n.value)
+        Some(&unsafe { node::<K, V>(e) }.value)
     }
 
     /// See [`AllocMap::get_many`].
@@ -515,11 +532,12 @@ where
             }
             self.map.index.get_many(&sigs[..n], &mut words[..n])?;
             for w in words[..n].iter().flatten() {
-                prefetch_entry::<K, V>(*w, access);
+                prefetch_node::<K, V>(*w, access);
             }
             for ((o, w), k) in out.iter_mut().zip(&words[..n]).zip(keys) {
+                let e = w.and_then(|w| self.map.index.find(w, &self.is_mine(*k), guard));
                 // SAFETY: read just now, under `guard`.
-                *o = w.and_then(|w| unsafe { self.find(w, *k, guard) }).map(|n| &n.value);
+                *o = e.map(|e| &unsafe { node::<K, V>(e) }.value);
             }
         }
         Ok(())
@@ -547,50 +565,22 @@ where
         guard: &'m Guard,
     ) -> Result<Result<(), Occupied<'m, K, V>>, Error> {
         let sig = self.signature(&key);
-        let node = Fresh::new(self.ns, key, value)?;
-        Ok(match self.insert_node(sig, &node, guard, |_, cur| Ok(Some(cur)))? {
-            None => {
-                node.publish();
-                Ok(())
-            }
-            Some(cur) => {
-                let (key, value) = node.into_parts();
-                Err(Occupied { current: &cur.value, key, value })
-            }
-        })
-    }
-
-    /// Put the fresh `node` in for its key `sig`: into the index, or beside
-    /// the entries of a shared signature; None when done (the caller
-    /// publishes the node). If the namespace's key is there, `present(w,
-    /// entry)` is asked: `Some(r)` ends with `r` (the caller publishes or
-    /// frees the node), None tries again. One index operation in the common
-    /// case: the insert that fails hands back the word it found.
-    fn insert_node<R>(
-        &self,
-        sig: u64,
-        node: &Fresh<K, V>,
-        guard: &'m Guard,
-        mut present: impl FnMut(u64, &'m Node<K, V>) -> Result<Option<R>, Error>,
-    ) -> Result<Option<R>, Error> {
-        loop {
-            let Err(w) = self.map.index.try_insert(sig, node.word)? else {
-                return Ok(None);
-            };
-            // SAFETY: read under `guard`.
-            match unsafe { self.find(w, node.key(), guard) } {
-                Some(cur) => {
-                    if let Some(r) = present(w, cur)? {
-                        return Ok(Some(r));
-                    }
-                }
+        let fresh = fresh_node(self.ns, key, value)?;
+        // SAFETY: ours until published.
+        let key = &unsafe { node::<K, V>(fresh.word) }.key;
+        Ok(
+            match self.map.index.insert(sig, fresh.word, &self.is_mine(key), guard, |_, cur| Ok(Some(cur)))? {
                 None => {
-                    if self.add_collided(sig, w, node, guard)? {
-                        return Ok(None);
-                    }
+                    fresh.publish();
+                    Ok(())
                 }
-            }
-        }
+                Some(cur) => {
+                    let (key, value) = into_parts(fresh);
+                    // SAFETY: read under `guard`.
+                    Err(Occupied { current: &unsafe { node::<K, V>(cur) }.value, key, value })
+                }
+            },
+        )
     }
 
     /// See [`AllocMap::upsert`].
@@ -601,12 +591,16 @@ where
     /// See [`AllocMap::try_upsert`].
     pub fn try_upsert(&self, key: K, value: V, guard: &'m Guard) -> Result<Option<&'m V>, Error> {
         let sig = self.signature(&key);
-        let node = Fresh::new(self.ns, key, value)?;
-        let old = self.insert_node(sig, &node, guard, |w, old| {
-            Ok(self.replace(sig, w, old, &node, guard)?.then_some(old))
+        let fresh = fresh_node(self.ns, key, value)?;
+        // SAFETY: ours until published.
+        let key = &unsafe { node::<K, V>(fresh.word) }.key;
+        let index = &self.map.index;
+        let old = index.insert(sig, fresh.word, &self.is_mine(key), guard, |w, old| {
+            Ok(index.replace(sig, w, old, fresh.word, guard)?.then_some(old))
         })?;
-        node.publish();
-        Ok(old.map(|old| &old.value))
+        fresh.publish();
+        // SAFETY: read under `guard`.
+        Ok(old.map(|e| &unsafe { node::<K, V>(e) }.value))
     }
 
     /// See [`AllocMap::put`].
@@ -652,31 +646,34 @@ where
     where
         K: Clone,
     {
-        let sig = self.signature(key);
-        let mut node: Option<Fresh<K, V>> = None;
+        let mut fresh = None;
         let mut value = Some(value);
-        loop {
-            let found = self.map.index.get(&sig).and_then(|w| {
+        let r = self.map.index.replace_if(
+            self.signature(key),
+            &self.is_mine(key),
+            // SAFETY: the index passes elements read under `guard`.
+            |e| accept(&unsafe { node::<K, V>(e) }.value),
+            || {
+                let v = value.take().expect("dlht invariant: made once");
+                Ok(fresh.insert(fresh_node(self.ns, key.clone(), v)?).word)
+            },
+            guard,
+        )?;
+        Ok(match r {
+            Ok(old) => {
+                fresh.expect("dlht invariant: made to replace").publish();
                 // SAFETY: read under `guard`.
-                unsafe { self.find(w, key, guard) }.map(|n| (w, n))
-            });
-            let Some((w, old)) = found.filter(|(_, n)| accept(&n.value)) else {
-                let value = match node {
-                    Some(n) => n.into_parts().1,
+                Ok(&unsafe { node::<K, V>(old) }.value)
+            }
+            Err(found) => {
+                let value = match fresh {
+                    Some(f) => into_parts(f).1,
                     None => value.take().expect("dlht invariant: the value is in the node or here"),
                 };
-                return Ok(Err((value, found.map(|(_, n)| &n.value))));
-            };
-            if node.is_none() {
-                let v = value.take().expect("dlht invariant: the value is in the node or here");
-                node = Some(Fresh::new(self.ns, key.clone(), v)?);
+                // SAFETY: read under `guard`.
+                Err((value, found.map(|e| &unsafe { node::<K, V>(e) }.value)))
             }
-            let n = node.as_ref().expect("dlht invariant: made above");
-            if self.replace(sig, w, old, n, guard)? {
-                node.expect("dlht invariant: made above").publish();
-                return Ok(Ok(&old.value));
-            }
-        }
+        })
     }
 
     /// See [`AllocMap::remove`].
@@ -685,280 +682,27 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let sig = self.signature(key);
-        loop {
-            let w = self.map.index.get(&sig)?;
-            // SAFETY: read under `guard`.
-            let old = unsafe { self.find(w, key, guard) }?;
-            let done = match ValueWord::from_bits(w).kind() {
-                Kind::Node => {
-                    matches!(driver::remove_if(&self.map.index, &sig, |cur| cur == w), Change::Changed(_))
-                }
-                Kind::List => {
-                    // Removing from a list allocates the shorter list; if
-                    // memory is refused the key stays (reported as a panic,
-                    // like any allocation failure of a non-`try` method).
-                    let (new, list) = or_panic(self.list_without(w, old));
-                    self.swap(sig, w, new, list)
-                }
-            };
-            if done {
-                if ValueWord::from_bits(w).kind() == Kind::List {
-                    self.map.collided.fetch_sub(1, Ordering::Relaxed); // a count
-                                                                       // SAFETY: the list left the index by the swap above.
-                    unsafe { retire_list::<K, V>(w, guard) };
-                }
-                // SAFETY: the node left the index by the operation above.
-                unsafe { retire_node(old, guard) };
-                return Some(&old.value);
-            }
-        }
-    }
-
-    /// Swap the word of `sig` from `w` to `new`; true if done. A list made
-    /// for `new` is freed if the swap fails (it was never published).
-    fn swap(&self, sig: u64, w: u64, new: u64, list: Option<NonNull<List<K, V>>>) -> bool {
-        let done = matches!(
-            driver::update(&self.map.index, &sig, |cur| (cur == w).then_some(new)),
-            Change::Changed(_)
-        );
-        if !done {
-            if let Some(l) = list {
-                // SAFETY: made by `try_box` and never published.
-                drop(unsafe { Box::from_raw(l.as_ptr()) });
-            }
-        }
-        done
-    }
-
-    /// Replace `old` (found in `w`) by `node`; true if done, and `old` and
-    /// any replaced list are retired.
-    fn replace(
-        &self,
-        sig: u64,
-        w: u64,
-        old: &Node<K, V>,
-        node: &Fresh<K, V>,
-        guard: &Guard,
-    ) -> Result<bool, Error> {
-        let (new, list) = match ValueWord::from_bits(w).kind() {
-            Kind::Node => (node.word, None),
-            Kind::List => {
-                // SAFETY: read under `guard`.
-                let l = unsafe { &*(ValueWord::from_bits(w).addr() as *const List<K, V>) };
-                let nodes =
-                    try_vec(
-                        l.nodes.iter().map(|&p| if core::ptr::eq(p.as_ptr(), old) { node.ptr } else { p }),
-                    )?;
-                list_word(nodes)?
-            }
-        };
-        if !self.swap(sig, w, new, list) {
-            return Ok(false);
-        }
-        if list.is_some() {
-            // SAFETY: the old list left the index by the swap.
-            unsafe { retire_list::<K, V>(w, guard) };
-        }
-        // SAFETY: `old` left the index by the swap.
-        unsafe { retire_node(old, guard) };
-        Ok(true)
-    }
-
-    /// Add `node` beside the entries of `w`, whose signature it shares;
-    /// true if done.
-    fn add_collided(&self, sig: u64, w: u64, node: &Fresh<K, V>, guard: &Guard) -> Result<bool, Error> {
-        let vw = ValueWord::from_bits(w);
-        let nodes = match vw.kind() {
-            Kind::Node => {
-                try_vec([NonNull::new(vw.addr() as *mut Node<K, V>), Some(node.ptr)].into_iter().flatten())?
-            }
-            Kind::List => {
-                // SAFETY: read under `guard`.
-                let l = unsafe { &*(vw.addr() as *const List<K, V>) };
-                try_vec(l.nodes.iter().copied().chain([node.ptr]))?
-            }
-        };
-        let (new, list) = list_word(nodes)?;
-        if !self.swap(sig, w, new, list) {
-            return Ok(false);
-        }
-        self.map.collided.fetch_add(1, Ordering::Relaxed); // a count
-        if vw.kind() == Kind::List {
-            // SAFETY: the old list left the index by the swap.
-            unsafe { retire_list::<K, V>(w, guard) };
-        }
-        Ok(true)
-    }
-
-    /// The word for list `w` less `old`: a shorter list, or the one node left.
-    fn list_without(&self, w: u64, old: &Node<K, V>) -> Result<NewWord<K, V>, Error> {
-        // SAFETY: the caller read `w` under its guard.
-        let l = unsafe { &*(ValueWord::from_bits(w).addr() as *const List<K, V>) };
-        let nodes = try_vec(l.nodes.iter().copied().filter(|p| !core::ptr::eq(p.as_ptr(), old)))?;
-        if let [one] = nodes[..] {
-            // SAFETY: a published node of the list.
-            let ns = unsafe { one.as_ref() }.ns;
-            let word = ValueWord::new(Kind::Node, ns, one.as_ptr() as usize)
-                .expect("dlht invariant: checked at insert");
-            return Ok((word.bits(), None));
-        }
-        list_word(nodes)
-    }
-}
-
-/// A word to swap in, and the fresh list it points to, if it is one.
-type NewWord<K, V> = (u64, Option<NonNull<List<K, V>>>);
-
-/// Collect into a vector, reporting allocation failure.
-fn try_vec<T>(items: impl Iterator<Item = T>) -> Result<Vec<T>, Error> {
-    let mut v = Vec::new();
-    let n = items.size_hint().1.expect("dlht invariant: a bounded iterator");
-    v.try_reserve_exact(n).map_err(|_| Error::AllocFailed { bytes: n * size_of::<T>() })?;
-    v.extend(items);
-    Ok(v)
-}
-
-/// A fresh list of `nodes` and its word.
-fn list_word<K, V>(nodes: Vec<NonNull<Node<K, V>>>) -> Result<NewWord<K, V>, Error> {
-    let list = try_box(List { nodes })?;
-    match ValueWord::new(Kind::List, 0, list.as_ptr() as usize) {
-        Some(w) => Ok((w.bits(), Some(list))),
-        None => {
-            // SAFETY: just made, never published.
-            drop(unsafe { Box::from_raw(list.as_ptr()) });
-            Err(Error::Unsupported)
-        }
-    }
-}
-
-/// Hand a node that left the index to epoch reclamation.
-///
-/// # Safety
-/// No slot or list reachable from now on points to `node`, and it is
-/// retired once.
-unsafe fn retire_node<K, V>(node: &Node<K, V>, guard: &Guard) {
-    let p = node as *const Node<K, V> as *mut Node<K, V>;
-    // SAFETY: freed after every thread pinned now has unpinned, when no
-    // reference to it can remain (the caller's contract); K and V are Send
-    // + 'static (the map's bounds), so dropping them on the collecting
-    // thread, possibly after the map is gone, is sound.
-    unsafe { guard.epoch.defer_unchecked(move || drop(Box::from_raw(p))) };
-}
-
-/// Hand a list container (not its nodes) that left the index to epoch
-/// reclamation.
-///
-/// # Safety
-/// As for [`retire_node`]; `w` is the list's word.
-unsafe fn retire_list<K, V>(w: u64, guard: &Guard) {
-    let p = ValueWord::from_bits(w).addr() as *mut List<K, V>;
-    // SAFETY: as in `retire_node`; dropping a list frees its vector only.
-    unsafe { guard.epoch.defer_unchecked(move || drop(Box::from_raw(p))) };
-}
-
-/// A node allocated but not yet published: freed (key and value dropped)
-/// if the operation ends without publishing it.
-struct Fresh<K, V> {
-    ptr: NonNull<Node<K, V>>,
-    word: u64,
-}
-
-impl<K, V> Fresh<K, V> {
-    fn new(ns: u16, key: K, value: V) -> Result<Self, Error> {
-        let ptr = try_box(Node { ns, key, value })?;
-        let word = ValueWord::new(Kind::Node, ns, ptr.as_ptr() as usize);
-        let fresh = Fresh { ptr, word: word.map_or(0, ValueWord::bits) };
-        // An address above 2^48 (5-level paging with a high mapping) cannot
-        // be tagged; dropping `fresh` frees the node.
-        word.map(|_| fresh).ok_or(Error::Unsupported)
-    }
-
-    fn key(&self) -> &K {
-        // SAFETY: ours until published.
-        unsafe { &self.ptr.as_ref().key }
-    }
-
-    /// The node is in the index now: the map owns it.
-    fn publish(self) {
-        core::mem::forget(self);
-    }
-
-    /// Free the node, giving its key and value back.
-    fn into_parts(self) -> (K, V) {
-        let p = self.ptr.as_ptr();
-        core::mem::forget(self);
-        // SAFETY: never published, so ours alone.
-        let node = unsafe { Box::from_raw(p) };
-        (node.key, node.value)
-    }
-}
-
-impl<K, V> Drop for Fresh<K, V> {
-    fn drop(&mut self) {
-        // SAFETY: never published, so ours alone.
-        drop(unsafe { Box::from_raw(self.ptr.as_ptr()) });
-    }
-}
-
-impl<K, V, S> Drop for AllocMap<K, V, S> {
-    fn drop(&mut self) {
-        // &mut self: no thread is inside, no reference to a value remains
-        // (each borrowed the map), and retired nodes are reclamation's.
-        for (_, w) in self.index.iter() {
-            let vw = ValueWord::from_bits(w);
-            match vw.kind() {
-                // SAFETY: live in the index, so owned by the map alone now.
-                Kind::Node => drop(unsafe { Box::from_raw(vw.addr() as *mut Node<K, V>) }),
-                Kind::List => {
-                    // SAFETY: as above, the list and each of its nodes.
-                    let l = unsafe { Box::from_raw(vw.addr() as *mut List<K, V>) };
-                    for p in l.nodes.iter() {
-                        // SAFETY: as above.
-                        drop(unsafe { Box::from_raw(p.as_ptr()) });
-                    }
-                }
-            }
-        }
+        let e = self.map.index.remove(self.signature(key), &self.is_mine(key), guard)?;
+        // SAFETY: retired just now, under `guard`.
+        Some(&unsafe { node::<K, V>(e) }.value)
     }
 }
 
 /// A weakly consistent iterator over an [`AllocMap`]'s entries: see
 /// [`AllocMap::iter`].
 pub struct AllocIter<'g, K, V, S> {
-    inner: crate::map::Iter<'g, u64, u64, SignatureMix>,
-    /// The rest of a collision list being yielded.
-    list: Option<(&'g List<K, V>, usize)>,
-    _guard: &'g Guard,
-    _kv: PhantomData<S>,
+    inner: PointerIter<'g>,
+    _kv: PhantomData<(&'g K, &'g V, S)>,
 }
 
 impl<'g, K: 'g, V: 'g, S> Iterator for AllocIter<'g, K, V, S> {
     type Item = (usize, &'g K, &'g V);
 
     fn next(&mut self) -> Option<Self::Item> {
-        loop {
-            if let Some((l, i)) = self.list {
-                if let Some(p) = l.nodes.get(i) {
-                    self.list = Some((l, i + 1));
-                    // SAFETY: a node of a list read under the guard.
-                    let n = unsafe { &*p.as_ptr() };
-                    return Some((n.ns as usize, &n.key, &n.value));
-                }
-                self.list = None;
-            }
-            let (_, w) = self.inner.next()?;
-            let vw = ValueWord::from_bits(w);
-            match vw.kind() {
-                Kind::Node => {
-                    // SAFETY: read under the guard.
-                    let n = unsafe { &*(vw.addr() as *const Node<K, V>) };
-                    return Some((n.ns as usize, &n.key, &n.value));
-                }
-                // SAFETY: read under the guard.
-                Kind::List => self.list = Some((unsafe { &*(vw.addr() as *const List<K, V>) }, 0)),
-            }
-        }
+        let (_, e) = self.inner.next()?;
+        // SAFETY: read under the guard the iterator borrows.
+        let n = unsafe { node::<K, V>(e) };
+        Some((e.namespace() as usize, &n.key, &n.value))
     }
 }
 

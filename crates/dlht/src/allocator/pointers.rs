@@ -1,0 +1,347 @@
+//! The index of an allocator-mode map: an inlined [`Map`] from key words
+//! (inline keys or signatures, see [`entry`](super::entry)) to value
+//! words, and the operations both allocator-mode maps share. Every change
+//! to a key swaps the value word of its key word with one conditional
+//! index operation — insert-if-absent, a compare-and-swap of the word, or
+//! a remove of that exact word — so the index protocols and their proofs
+//! carry over: a change linearizes at its index operation.
+//!
+//! Which element of a key word is a given key's is the caller's question,
+//! answered by an `is_mine` predicate on element words; the index calls
+//! it only on words it read under the caller's [`Guard`], so a predicate
+//! may read the element.
+//!
+//! No ABA: a word is compared only while the comparing thread is pinned,
+//! and an element it read cannot be freed, hence not reused, until it
+//! unpins; two equal words therefore point to the same unchanged element.
+
+use super::entry::{retire, try_box, Element, List, Shape, ValueWord};
+use super::Guard;
+use crate::driver::{self, or_panic};
+use crate::error::Error;
+use crate::hash::SignatureMix;
+use crate::map::Map;
+use crate::protocol::put::Change;
+use core::marker::PhantomData;
+use core::ptr::NonNull;
+use std::sync::atomic::{AtomicIsize, Ordering};
+
+/// Key words → value words of elements of type `E`, with collision lists.
+pub(crate) struct PointerIndex<E: Element> {
+    index: Map<u64, u64, SignatureMix>,
+    /// Keys beyond the first of each key word (they live in lists).
+    collided: AtomicIsize,
+    /// Owns the elements (for drop check and auto traits).
+    _owns: PhantomData<Box<E>>,
+}
+
+impl<E: Element> PointerIndex<E> {
+    /// An empty index for `n` keys.
+    pub fn try_with_capacity(n: usize) -> Result<Self, Error> {
+        Ok(PointerIndex {
+            index: Map::try_with_capacity_and_hasher(n, SignatureMix)?,
+            collided: AtomicIsize::new(0),
+            _owns: PhantomData,
+        })
+    }
+
+    /// The element of `w` (a slot's value word) that `is_mine`.
+    #[inline(always)]
+    pub fn find(&self, w: u64, is_mine: &impl Fn(ValueWord) -> bool, _guard: &Guard) -> Option<ValueWord> {
+        let w = ValueWord::from_bits(w);
+        if w.shape() != Shape::List {
+            return is_mine(w).then_some(w);
+        }
+        // SAFETY: a published list, retired only after its word left the
+        // index, and freed only after the caller's guard unpins.
+        let l = unsafe { &*(w.addr() as *const List) };
+        l.words.iter().map(|&e| ValueWord::from_bits(e)).find(|&e| is_mine(e))
+    }
+
+    /// The element of key word `kw` that `is_mine`.
+    #[inline(always)]
+    pub fn get(&self, kw: u64, is_mine: &impl Fn(ValueWord) -> bool, guard: &Guard) -> Option<ValueWord> {
+        let w = self.index.get(&kw)?;
+        self.find(w, is_mine, guard)
+    }
+
+    /// The slot value words of `kws` (lists not opened), through the
+    /// index's prefetching pipeline.
+    pub fn get_many(&self, kws: &[u64], out: &mut [Option<u64>]) -> Result<(), Error> {
+        self.index.get_many(kws, out)
+    }
+
+    /// Put the fresh element `fresh` in for key word `kw`: into the index,
+    /// or beside the elements already there; None when done (the caller
+    /// publishes it). If a key that `is_mine` is there, `present(w, e)` is
+    /// asked (`w` the slot's word, `e` the key's element): `Some(r)` ends
+    /// with `r` (the caller publishes or frees `fresh`), None tries again.
+    /// One index operation in the common case: the insert that fails hands
+    /// back the word it found.
+    pub fn insert<R>(
+        &self,
+        kw: u64,
+        fresh: ValueWord,
+        is_mine: &impl Fn(ValueWord) -> bool,
+        guard: &Guard,
+        mut present: impl FnMut(u64, ValueWord) -> Result<Option<R>, Error>,
+    ) -> Result<Option<R>, Error> {
+        loop {
+            let Err(w) = self.index.try_insert(kw, fresh.bits())? else {
+                return Ok(None);
+            };
+            match self.find(w, is_mine, guard) {
+                Some(cur) => {
+                    if let Some(r) = present(w, cur)? {
+                        return Ok(Some(r));
+                    }
+                }
+                None => {
+                    if self.add_collided(kw, w, fresh, guard)? {
+                        return Ok(None);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Replace the element that `is_mine` with one from `make` (called at
+    /// most once) if `accept` accepts the element there: `Ok(old)` — the
+    /// caller publishes the new element — or `Err` with the element there,
+    /// if any (the caller frees what `make` made).
+    pub fn replace_if(
+        &self,
+        kw: u64,
+        is_mine: &impl Fn(ValueWord) -> bool,
+        accept: impl Fn(ValueWord) -> bool,
+        mut make: impl FnMut() -> Result<ValueWord, Error>,
+        guard: &Guard,
+    ) -> Result<Result<ValueWord, Option<ValueWord>>, Error> {
+        let mut fresh = None;
+        loop {
+            let found = self.index.get(&kw).and_then(|w| self.find(w, is_mine, guard).map(|e| (w, e)));
+            let Some((w, old)) = found.filter(|&(_, e)| accept(e)) else {
+                return Ok(Err(found.map(|(_, e)| e)));
+            };
+            let new = match fresh {
+                Some(n) => n,
+                None => *fresh.insert(make()?),
+            };
+            if self.replace(kw, w, old, new, guard)? {
+                return Ok(Ok(old));
+            }
+        }
+    }
+
+    /// Remove the element that `is_mine`: the element, retired (readable
+    /// while `guard` lives).
+    pub fn remove(&self, kw: u64, is_mine: &impl Fn(ValueWord) -> bool, guard: &Guard) -> Option<ValueWord> {
+        loop {
+            let w = self.index.get(&kw)?;
+            let old = self.find(w, is_mine, guard)?;
+            let in_list = ValueWord::from_bits(w).shape() == Shape::List;
+            let done = if in_list {
+                // Removing from a list allocates the shorter list; if memory
+                // is refused the key stays (reported as a panic, like any
+                // allocation failure of a non-`try` method).
+                let (new, list) = or_panic(self.list_without(w, old));
+                self.swap(kw, w, new, list)
+            } else {
+                matches!(driver::remove_if(&self.index, &kw, |cur| cur == w), Change::Changed(_))
+            };
+            if done {
+                if in_list {
+                    self.collided.fetch_sub(1, Ordering::Relaxed); // a count
+                                                                   // SAFETY: the list left the index by the swap above.
+                    unsafe { retire_list(w, guard) };
+                }
+                // SAFETY: the element left the index by the operation above.
+                unsafe { retire::<E>(old, guard) };
+                return Some(old);
+            }
+        }
+    }
+
+    /// Replace `old` (found in the slot word `w`) by `new`; true if done,
+    /// and `old` and any replaced list are retired.
+    pub fn replace(
+        &self,
+        kw: u64,
+        w: u64,
+        old: ValueWord,
+        new: ValueWord,
+        guard: &Guard,
+    ) -> Result<bool, Error> {
+        let (word, list) = if ValueWord::from_bits(w).shape() == Shape::List {
+            // SAFETY: read under `guard`.
+            let l = unsafe { &*(ValueWord::from_bits(w).addr() as *const List) };
+            list_word(try_vec(l.words.iter().map(|&e| if e == old.bits() { new.bits() } else { e }))?)?
+        } else {
+            (new.bits(), None)
+        };
+        if !self.swap(kw, w, word, list) {
+            return Ok(false);
+        }
+        if list.is_some() {
+            // SAFETY: the old list left the index by the swap.
+            unsafe { retire_list(w, guard) };
+        }
+        // SAFETY: `old` left the index by the swap.
+        unsafe { retire::<E>(old, guard) };
+        Ok(true)
+    }
+
+    /// Swap the word of `kw` from `w` to `new`; true if done. A list made
+    /// for `new` is freed if the swap fails (it was never published).
+    fn swap(&self, kw: u64, w: u64, new: u64, list: Option<NonNull<List>>) -> bool {
+        let done =
+            matches!(driver::update(&self.index, &kw, |cur| (cur == w).then_some(new)), Change::Changed(_));
+        if !done {
+            if let Some(l) = list {
+                // SAFETY: made by `try_box` and never published.
+                drop(unsafe { Box::from_raw(l.as_ptr()) });
+            }
+        }
+        done
+    }
+
+    /// Add `fresh` beside the elements of the slot word `w`, whose key word
+    /// it shares; true if done.
+    fn add_collided(&self, kw: u64, w: u64, fresh: ValueWord, guard: &Guard) -> Result<bool, Error> {
+        let in_list = ValueWord::from_bits(w).shape() == Shape::List;
+        let words = if in_list {
+            // SAFETY: read under `guard`.
+            let l = unsafe { &*(ValueWord::from_bits(w).addr() as *const List) };
+            try_vec(l.words.iter().copied().chain([fresh.bits()]))?
+        } else {
+            try_vec([w, fresh.bits()].into_iter())?
+        };
+        let (new, list) = list_word(words)?;
+        if !self.swap(kw, w, new, list) {
+            return Ok(false);
+        }
+        self.collided.fetch_add(1, Ordering::Relaxed); // a count
+        if in_list {
+            // SAFETY: the old list left the index by the swap.
+            unsafe { retire_list(w, guard) };
+        }
+        Ok(true)
+    }
+
+    /// The word for list `w` less `old`: a shorter list, or the one element
+    /// left.
+    fn list_without(&self, w: u64, old: ValueWord) -> Result<NewWord, Error> {
+        // SAFETY: the caller read `w` under its guard.
+        let l = unsafe { &*(ValueWord::from_bits(w).addr() as *const List) };
+        let words = try_vec(l.words.iter().copied().filter(|&e| e != old.bits()))?;
+        if let [one] = words[..] {
+            return Ok((one, None));
+        }
+        list_word(words)
+    }
+
+    /// Number of keys (as exact as [`Map::len`]).
+    pub fn len(&self) -> usize {
+        (self.index.len() as isize + self.collided.load(Ordering::Relaxed)).max(0) as usize
+        // a count
+    }
+
+    /// Key words the index holds before it must grow.
+    pub fn capacity(&self) -> usize {
+        self.index.capacity()
+    }
+
+    /// A weakly consistent walk over every element, as (key word, element).
+    pub fn iter<'g>(&'g self, _guard: &'g Guard) -> PointerIter<'g> {
+        PointerIter { inner: self.index.iter(), list: None }
+    }
+}
+
+/// A word to swap in, and the fresh list it points to, if it is one.
+type NewWord = (u64, Option<NonNull<List>>);
+
+/// Collect into a vector, reporting allocation failure.
+fn try_vec<T>(items: impl Iterator<Item = T>) -> Result<Vec<T>, Error> {
+    let mut v = Vec::new();
+    let n = items.size_hint().1.expect("dlht invariant: a bounded iterator");
+    v.try_reserve_exact(n).map_err(|_| Error::AllocFailed { bytes: n * size_of::<T>() })?;
+    v.extend(items);
+    Ok(v)
+}
+
+/// A fresh list of `words` and its word.
+fn list_word(words: Vec<u64>) -> Result<NewWord, Error> {
+    let list = try_box(List { words })?;
+    match ValueWord::new(Shape::List, 0, list.as_ptr() as usize) {
+        Some(w) => Ok((w.bits(), Some(list))),
+        None => {
+            // SAFETY: just made, never published.
+            drop(unsafe { Box::from_raw(list.as_ptr()) });
+            Err(Error::Unsupported)
+        }
+    }
+}
+
+/// Hand a list container (not its elements) that left the index to epoch
+/// reclamation.
+///
+/// # Safety
+/// No slot reachable from now on holds `w`, the list's word; retired once.
+unsafe fn retire_list(w: u64, guard: &Guard) {
+    let p = ValueWord::from_bits(w).addr() as *mut List;
+    // SAFETY: freed after every thread pinned now has unpinned (the
+    // caller's contract); dropping a list frees its vector only.
+    unsafe { guard.epoch.defer_unchecked(move || drop(Box::from_raw(p))) };
+}
+
+impl<E: Element> Drop for PointerIndex<E> {
+    fn drop(&mut self) {
+        // &mut self: no thread is inside, no reference to an element
+        // remains (each borrowed the map), and retired elements are
+        // reclamation's.
+        for (_, w) in self.index.iter() {
+            let vw = ValueWord::from_bits(w);
+            if vw.shape() != Shape::List {
+                // SAFETY: live in the index, so owned by the map alone now.
+                unsafe { E::free(vw.addr()) };
+                continue;
+            }
+            // SAFETY: as above, the list and each of its elements.
+            let l = unsafe { Box::from_raw(vw.addr() as *mut List) };
+            for &e in &l.words {
+                // SAFETY: as above.
+                unsafe { E::free(ValueWord::from_bits(e).addr()) };
+            }
+        }
+    }
+}
+
+/// A weakly consistent walk over a [`PointerIndex`]: (key word, element).
+pub(crate) struct PointerIter<'g> {
+    inner: crate::map::Iter<'g, u64, u64, SignatureMix>,
+    /// The rest of a collision list being walked, with its key word.
+    list: Option<(u64, &'g List, usize)>,
+}
+
+impl Iterator for PointerIter<'_> {
+    type Item = (u64, ValueWord);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some((kw, l, i)) = self.list {
+                if let Some(&e) = l.words.get(i) {
+                    self.list = Some((kw, l, i + 1));
+                    return Some((kw, ValueWord::from_bits(e)));
+                }
+                self.list = None;
+            }
+            let (kw, w) = self.inner.next()?;
+            let vw = ValueWord::from_bits(w);
+            if vw.shape() != Shape::List {
+                return Some((kw, vw));
+            }
+            // SAFETY: read under the guard `iter` was given.
+            self.list = Some((kw, unsafe { &*(vw.addr() as *const List) }, 0));
+        }
+    }
+}
