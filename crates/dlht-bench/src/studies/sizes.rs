@@ -2,17 +2,21 @@
 //! (`AllocMap`) against the peers that hold keys and values of any size,
 //! on memory-resident tables, in interleaved rounds.
 //!
-//! - value sweep: 8-byte keys, values of 8 B … 1.5 KB; Get (the value is
-//!   found, its first word read), Get-Access (every byte of the value
-//!   read), InsDel (insert a fresh key with a value, remove it);
-//! - key sweep: keys of 8 … 256 B, 8-byte values; Get and InsDel.
+//! - value sweep: 8-byte keys, values of 8 B … 1.5 KB; Find (the value is
+//!   located, not read: the paper's Get, which returns a pointer), Get (its
+//!   first byte read), Get-Access (every byte of the value read), InsDel
+//!   (insert a fresh key with a value, remove it);
+//! - key sweep: keys of 8 … 256 B, 8-byte values; Find, Get and InsDel.
 //!
 //! Keys and values are byte arrays (`[u8; N]`): each system stores them as
-//! it stores any value type (dlht: one allocation per entry; papaya: one
-//! per entry; dashmap and scc: inline in their buckets). `dlht-alloc-batch`
-//! is the same dlht table read through `get_many` in batches of 32. Each system uses
-//! its own default hasher. Every get is checked (a miss of a present key
-//! is a failure, not a count).
+//! it stores any value type (dlht-alloc: one allocation per entry, the key
+//! in it; papaya: one per entry; dashmap and scc: inline in their buckets).
+//! `dlht-bytes` is dlht's byte-string map with the paper's slot layout: a
+//! key of at most 8 bytes lives in the slot, so Find takes one memory
+//! access and Get two; longer keys are compared in their allocation. The
+//! `-batch` systems are the same dlht tables read through `get_many` in
+//! batches of 32. Each system uses its own default hasher. Every get is
+//! checked (a miss of a present key is a failure, not a count).
 
 use crate::compare;
 use crate::harness::{self, Spread};
@@ -57,10 +61,35 @@ fn bytes<const N: usize>(i: u64) -> [u8; N] {
     b
 }
 
+/// What a get reads of the value it finds.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Touch {
+    /// Nothing: the value is only located (its address kept).
+    Nothing,
+    /// Its first byte.
+    First,
+    /// Every byte.
+    All,
+}
+
 /// Sum of a value's 8-byte words: reads every byte (Get-Access).
 #[inline]
-fn touch<const N: usize>(v: &[u8; N]) -> u64 {
+fn touch_all(v: &[u8]) -> u64 {
     v.chunks(8).map(|c| c.iter().fold(0u64, |a, &b| a.wrapping_mul(31).wrapping_add(b as u64))).sum()
+}
+
+/// What a get of `v` returns, per `t`; `v` is only dereferenced if `t`
+/// reads it.
+#[inline]
+fn read_value<V: AsRef<[u8]> + ?Sized>(v: &V, t: Touch) -> u64 {
+    match t {
+        Touch::Nothing => {
+            black_box(v as *const V);
+            1
+        }
+        Touch::First => v.as_ref()[0] as u64,
+        Touch::All => touch_all(v.as_ref()),
+    }
 }
 
 /// The operations the sweep needs, on one table of `[u8; KB]` → `[u8; VB]`.
@@ -72,18 +101,14 @@ trait SizedTable<const KB: usize, const VB: usize>: Sync {
     }
     /// Gets of `keys` as one batch, if the system has batches: the sum of
     /// what [`get`](Self::get) would return, and the misses.
-    fn get_batch(&self, _keys: &[[u8; KB]], _access: bool) -> Option<(u64, u64)> {
+    fn get_batch(&self, _keys: &[[u8; KB]], _touch: Touch) -> Option<(u64, u64)> {
         None
     }
-    /// The value of `k`: its first word (Get), or all of it folded
-    /// (`access`). None if absent.
-    fn get(&self, k: &[u8; KB], access: bool) -> Option<u64>;
+    /// What a get of `k` reads of its value ([`read_value`]); None if
+    /// absent.
+    fn get(&self, k: &[u8; KB], touch: Touch) -> Option<u64>;
     fn insert(&self, k: [u8; KB], v: [u8; VB]) -> bool;
     fn remove(&self, k: &[u8; KB]) -> bool;
-}
-
-fn first_word<const N: usize>(v: &[u8; N]) -> u64 {
-    v[0] as u64
 }
 
 struct Dlht<const KB: usize, const VB: usize>(dlht::AllocMap<[u8; KB], [u8; VB]>);
@@ -92,9 +117,9 @@ impl<const KB: usize, const VB: usize> SizedTable<KB, VB> for Dlht<KB, VB> {
     fn name(&self) -> &'static str {
         "dlht-alloc"
     }
-    fn get(&self, k: &[u8; KB], access: bool) -> Option<u64> {
+    fn get(&self, k: &[u8; KB], touch: Touch) -> Option<u64> {
         let g = self.0.guard();
-        self.0.get(k, &g).map(|v| if access { touch(v) } else { first_word(v) })
+        self.0.get(k, &g).map(|v| read_value(v, touch))
     }
     fn insert(&self, k: [u8; KB], v: [u8; VB]) -> bool {
         self.0.insert(k, v, &self.0.guard()).is_ok()
@@ -118,8 +143,8 @@ impl<const KB: usize, const VB: usize> SizedTable<KB, VB> for DlhtBatch<'_, KB, 
     fn owns_table(&self) -> bool {
         false
     }
-    fn get(&self, k: &[u8; KB], access: bool) -> Option<u64> {
-        self.0.get(k, access)
+    fn get(&self, k: &[u8; KB], touch: Touch) -> Option<u64> {
+        self.0.get(k, touch)
     }
     fn insert(&self, k: [u8; KB], v: [u8; VB]) -> bool {
         self.0.insert(k, v)
@@ -127,20 +152,80 @@ impl<const KB: usize, const VB: usize> SizedTable<KB, VB> for DlhtBatch<'_, KB, 
     fn remove(&self, k: &[u8; KB]) -> bool {
         self.0.remove(k)
     }
-    fn get_batch(&self, keys: &[[u8; KB]], access: bool) -> Option<(u64, u64)> {
+    fn get_batch(&self, keys: &[[u8; KB]], touch: Touch) -> Option<(u64, u64)> {
         let g = self.0 .0.guard();
         let refs: [&[u8; KB]; BATCH] = core::array::from_fn(|i| &keys[i]);
         let mut out = [None; BATCH];
-        let mode = if access { dlht::Access::Read } else { dlht::Access::Key };
-        self.0 .0.get_many(&refs, &mut out, mode, &g).expect("lengths agree");
-        let (mut sum, mut miss) = (0u64, 0u64);
-        for v in out {
-            match v {
-                Some(v) => sum = sum.wrapping_add(if access { touch(v) } else { first_word(v) }),
-                None => miss += 1,
-            }
+        self.0 .0.get_many(&refs, &mut out, access_of(touch), &g).expect("lengths agree");
+        Some(sum_values(out.iter().map(|v| v.map(|v| read_value(v, touch)))))
+    }
+}
+
+/// What a batch prefetches for a get that reads `touch` of its values.
+fn access_of(touch: Touch) -> dlht::Access {
+    if touch == Touch::All {
+        dlht::Access::Read
+    } else {
+        dlht::Access::Key
+    }
+}
+
+/// The sum of a batch's results, and its misses.
+fn sum_values(got: impl Iterator<Item = Option<u64>>) -> (u64, u64) {
+    let (mut sum, mut miss) = (0u64, 0u64);
+    for v in got {
+        match v {
+            Some(v) => sum = sum.wrapping_add(v),
+            None => miss += 1,
         }
-        Some((sum, miss))
+    }
+    (sum, miss)
+}
+
+/// dlht's byte-string map: keys of at most 8 bytes in the slots.
+struct Bytes(dlht::ByteMap);
+
+impl<const KB: usize, const VB: usize> SizedTable<KB, VB> for Bytes {
+    fn name(&self) -> &'static str {
+        "dlht-bytes"
+    }
+    fn get(&self, k: &[u8; KB], touch: Touch) -> Option<u64> {
+        let g = self.0.guard();
+        self.0.get(k, &g).map(|v| read_value(&v, touch))
+    }
+    fn insert(&self, k: [u8; KB], v: [u8; VB]) -> bool {
+        self.0.insert(&k, &v, &self.0.guard()).expect("lengths fit, memory given").is_ok()
+    }
+    fn remove(&self, k: &[u8; KB]) -> bool {
+        self.0.remove(k, &self.0.guard()).is_some()
+    }
+}
+
+/// `dlht-bytes` through `get_many`.
+struct BytesBatch<'a>(&'a Bytes);
+
+impl<const KB: usize, const VB: usize> SizedTable<KB, VB> for BytesBatch<'_> {
+    fn name(&self) -> &'static str {
+        "dlht-bytes-batch"
+    }
+    fn owns_table(&self) -> bool {
+        false
+    }
+    fn get(&self, k: &[u8; KB], touch: Touch) -> Option<u64> {
+        SizedTable::<KB, VB>::get(self.0, k, touch)
+    }
+    fn insert(&self, k: [u8; KB], v: [u8; VB]) -> bool {
+        SizedTable::<KB, VB>::insert(self.0, k, v)
+    }
+    fn remove(&self, k: &[u8; KB]) -> bool {
+        SizedTable::<KB, VB>::remove(self.0, k)
+    }
+    fn get_batch(&self, keys: &[[u8; KB]], touch: Touch) -> Option<(u64, u64)> {
+        let g = self.0 .0.guard();
+        let refs: [&[u8]; BATCH] = core::array::from_fn(|i| &keys[i][..]);
+        let mut out = [None; BATCH];
+        self.0 .0.get_many(&refs, &mut out, access_of(touch), &g).expect("lengths agree");
+        Some(sum_values(out.iter().map(|v| v.map(|v| read_value(&v, touch)))))
     }
 }
 
@@ -150,9 +235,9 @@ impl<const KB: usize, const VB: usize> SizedTable<KB, VB> for Papaya<KB, VB> {
     fn name(&self) -> &'static str {
         "papaya"
     }
-    fn get(&self, k: &[u8; KB], access: bool) -> Option<u64> {
+    fn get(&self, k: &[u8; KB], touch: Touch) -> Option<u64> {
         let m = self.0.pin();
-        m.get(k).map(|v| if access { touch(v) } else { first_word(v) })
+        m.get(k).map(|v| read_value(v, touch))
     }
     fn insert(&self, k: [u8; KB], v: [u8; VB]) -> bool {
         self.0.pin().try_insert(k, v).is_ok()
@@ -168,8 +253,8 @@ impl<const KB: usize, const VB: usize> SizedTable<KB, VB> for Dash<KB, VB> {
     fn name(&self) -> &'static str {
         "dashmap"
     }
-    fn get(&self, k: &[u8; KB], access: bool) -> Option<u64> {
-        self.0.get(k).map(|v| if access { touch(&v) } else { first_word(&v) })
+    fn get(&self, k: &[u8; KB], touch: Touch) -> Option<u64> {
+        self.0.get(k).map(|v| read_value(&*v, touch))
     }
     fn insert(&self, k: [u8; KB], v: [u8; VB]) -> bool {
         match self.0.entry(k) {
@@ -191,8 +276,8 @@ impl<const KB: usize, const VB: usize> SizedTable<KB, VB> for Scc<KB, VB> {
     fn name(&self) -> &'static str {
         "scc"
     }
-    fn get(&self, k: &[u8; KB], access: bool) -> Option<u64> {
-        self.0.read_sync(k, |_, v| if access { touch(v) } else { first_word(v) })
+    fn get(&self, k: &[u8; KB], touch: Touch) -> Option<u64> {
+        self.0.read_sync(k, |_, v| read_value(v, touch))
     }
     fn insert(&self, k: [u8; KB], v: [u8; VB]) -> bool {
         self.0.insert_sync(k, v).is_ok()
@@ -219,6 +304,7 @@ struct Row {
 /// The workloads of one sweep point.
 #[derive(Clone, Copy)]
 enum Work {
+    Find,
     Get,
     GetAccess,
     InsDel,
@@ -227,6 +313,7 @@ enum Work {
 impl Work {
     fn name(self) -> &'static str {
         match self {
+            Work::Find => "find",
             Work::Get => "get",
             Work::GetAccess => "get-access",
             Work::InsDel => "insdel",
@@ -242,16 +329,19 @@ fn point<const KB: usize, const VB: usize>(
     rows: &mut Vec<Row>,
 ) -> Result<(), String> {
     let per_entry = (KB + VB + 64) as f64;
-    let budget = a.memory_gib * (1u64 << 30) as f64 / 4.0;
+    let budget = a.memory_gib * (1u64 << 30) as f64 / 5.0;
     let keys: u64 = if a.smoke { 1 << 12 } else { ((budget / per_entry) as u64).clamp(1 << 12, 1 << 22) };
     let keys = 1u64 << (63 - keys.leading_zeros());
     let n = keys as usize;
     let dlht = Dlht(dlht::AllocMap::with_capacity(n));
     let batch = DlhtBatch(&dlht);
+    let bytes_map = Bytes(dlht::ByteMap::with_capacity(n));
+    let bytes_batch = BytesBatch(&bytes_map);
     let papaya = Papaya(papaya::HashMap::with_capacity(n));
     let dash = Dash(dashmap::DashMap::with_capacity(n));
     let scc = Scc(scc::HashMap::with_capacity(n));
-    let systems: Vec<&dyn SizedTable<KB, VB>> = vec![&dlht, &batch, &papaya, &dash, &scc];
+    let systems: Vec<&dyn SizedTable<KB, VB>> =
+        vec![&dlht, &batch, &bytes_map, &bytes_batch, &papaya, &dash, &scc];
     for &s in systems.iter().filter(|s| s.owns_table()) {
         std::thread::scope(|sc| {
             for t in 0..2u64 {
@@ -318,8 +408,12 @@ fn measure<const KB: usize, const VB: usize>(
         seed,
         |t| (1u64 << 40) | ((t as u64) << 32) | round << 24,
         |wk| match w {
-            Work::Get | Work::GetAccess => {
-                let access = matches!(w, Work::GetAccess);
+            Work::Find | Work::Get | Work::GetAccess => {
+                let touch = match w {
+                    Work::Find => Touch::Nothing,
+                    Work::Get => Touch::First,
+                    _ => Touch::All,
+                };
                 let mut sum = 0u64;
                 let mut miss = 0;
                 let mut batch = [[0u8; KB]; BATCH];
@@ -327,14 +421,14 @@ fn measure<const KB: usize, const VB: usize>(
                     for k in batch.iter_mut() {
                         *k = bytes(wk.keys.next_index());
                     }
-                    match s.get_batch(&batch, access) {
+                    match s.get_batch(&batch, touch) {
                         Some((s, m)) => {
                             sum = sum.wrapping_add(s);
                             miss += m;
                         }
                         None => {
                             for k in &batch {
-                                match s.get(k, access) {
+                                match s.get(k, touch) {
                                     Some(v) => sum = sum.wrapping_add(v),
                                     None => miss += 1,
                                 }
@@ -371,8 +465,8 @@ pub fn run(a: SizeArgs) -> bool {
     let machine = crate::harness::machine::Machine::describe();
     println!("# dlht-bench sizes: {}, allocator {}", machine.line(), crate::ALLOCATOR);
     let mut rows = Vec::new();
-    let value_works = [Work::Get, Work::GetAccess, Work::InsDel];
-    let key_works = [Work::Get, Work::InsDel];
+    let value_works = [Work::Find, Work::Get, Work::GetAccess, Work::InsDel];
+    let key_works = [Work::Find, Work::Get, Work::InsDel];
     let results = [
         point::<8, 8>(&a, "value", &value_works, &mut rows),
         point::<8, 64>(&a, "value", &value_works, &mut rows),
@@ -441,17 +535,20 @@ mod tests {
         assert_ne!(bytes::<8>(1), bytes::<8>(2));
         assert_ne!(bytes::<256>(1), bytes::<256>(2));
         let mut v = bytes::<64>(7);
-        let t = touch(&v);
+        let t = read_value(&v, Touch::All);
         v[63] ^= 1;
-        assert_ne!(touch(&v), t, "the last byte counts");
+        assert_ne!(read_value(&v, Touch::All), t, "the last byte counts");
+        assert_eq!(read_value(&v, Touch::First), 7);
     }
 
     #[test]
     fn smoke_point_runs_and_checks() {
         let a = SizeArgs { seconds: 0.01, rounds: 1, threads: 1, memory_gib: 0.1, out: None, smoke: true };
         let mut rows = Vec::new();
-        point::<8, 64>(&a, "value", &[Work::Get, Work::GetAccess, Work::InsDel], &mut rows).unwrap();
-        assert_eq!(rows.len(), 15);
+        point::<8, 64>(&a, "value", &[Work::Find, Work::Get, Work::GetAccess, Work::InsDel], &mut rows)
+            .unwrap();
+        point::<16, 8>(&a, "key", &[Work::Find], &mut rows).unwrap();
+        assert_eq!(rows.len(), 7 * 5);
         assert!(rows.iter().all(|r| r.mops.median > 0.0));
     }
 }
