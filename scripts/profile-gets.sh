@@ -15,7 +15,7 @@ ops=${1:-200000}
 keys_log2=${2:-21}
 cargo build --release -q -p dlht-bench
 out=$(mktemp -d)
-modes="profile_lines profile_map_get profile_map_batch profile_local_get profile_local_batch"
+modes="profile_lines profile_map_get profile_map_batch profile_local_get profile_local_batch profile_alloc_find profile_bytes_find"
 toggles=()  # dump points
 for m in $modes; do toggles+=("--dump-before=*profile::$m" "--dump-after=*profile::$m"); done
 valgrind --tool=callgrind --cache-sim=yes --LL=33554432,16,64 "${toggles[@]}" \

@@ -131,6 +131,19 @@
 //! assert_eq!(old.map(String::as_str), Some("v")); // still readable under `g`
 //! ```
 //!
+//! [`ByteMap`] is the same for byte strings with the paper's slot layout:
+//! a key of at most 8 bytes lives in the slot itself, so a get of one is a
+//! single memory access that returns the value's address ([`ValueRef`])
+//! without reading it; longer keys share one allocation with their value.
+//!
+//! ```
+//! let m = dlht::ByteMap::new();
+//! let g = m.guard();
+//! m.insert(b"k", b"v", &g)?.unwrap();
+//! assert_eq!(m.get(b"k", &g).as_deref(), Some(&b"v"[..]));
+//! # Ok::<(), dlht::Error>(())
+//! ```
+//!
 //! ## Sets and iteration
 //!
 //! [`Set`] is the hash-set mode (paper §3.4.3). Every map and set has a

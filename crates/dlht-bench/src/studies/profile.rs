@@ -8,7 +8,7 @@ use crate::harness::keys::KeyStream;
 use crate::harness::limit::{self, splitmix, Line};
 use crate::studies::baseline;
 use dlht::internals::ZeroedArray;
-use dlht::{LocalMap, Map};
+use dlht::{AllocMap, ByteMap, LocalMap, Map};
 use std::hint::black_box;
 
 /// Options of the profile run.
@@ -26,7 +26,11 @@ pub struct ProfileArgs {
 }
 
 /// Run every mode once, in order: random line reads (the probe), Map get,
-/// Map get_many, LocalMap get, LocalMap get_many.
+/// Map get_many, LocalMap get, LocalMap get_many, and finding values
+/// (their address, not their bytes) in `AllocMap<u64, u64>` and in a
+/// `ByteMap` with 8-byte keys — the paper's allocator-mode layout keeps
+/// such keys in the slot, so a find there should take one miss, where
+/// `AllocMap` reads the entry to compare the key.
 pub fn run(a: ProfileArgs) {
     let n = 1u64 << a.keys_log2;
     let map: Map<u64, u64> = baseline::populated(n as usize);
@@ -34,9 +38,20 @@ pub fn run(a: ProfileArgs) {
     for i in 0..n {
         local.insert(splitmix(i), i).expect("distinct keys");
     }
+    let alloc = AllocMap::<u64, u64>::with_capacity(n as usize);
+    let bytes = ByteMap::with_capacity(n as usize);
+    let g = alloc.guard();
+    for i in 0..n {
+        alloc.insert(splitmix(i), i, &g).expect("distinct keys");
+        bytes
+            .insert(&splitmix(i).to_le_bytes(), &i.to_le_bytes(), &g)
+            .expect("short")
+            .expect("distinct keys");
+    }
+    drop(g);
     let arr = limit::line_array(limit::index_bytes(n as usize));
     let b = a.batch as usize;
-    let mut sums = [0u64; 5];
+    let mut sums = [0u64; 7];
     // Each mode draws its own keys (seeds 1..5): a mode must not find the
     // lines of the mode before it in the simulated cache.
     sums[0] = profile_lines(&arr, a.ops);
@@ -44,6 +59,8 @@ pub fn run(a: ProfileArgs) {
     sums[2] = profile_map_batch(&map, n, a.ops, b);
     sums[3] = profile_local_get(&local, n, a.ops);
     sums[4] = profile_local_batch(&local, n, a.ops, b);
+    sums[5] = profile_alloc_find(&alloc, n, a.ops);
+    sums[6] = profile_bytes_find(&bytes, n, a.ops);
     println!("# profile: {} ops per mode on 2^{} keys, batch {b}; checksums {sums:?}", a.ops, a.keys_log2);
 }
 
@@ -131,4 +148,30 @@ fn profile_local_get(map: &LocalMap<u64, u64>, n: u64, ops: u64) -> u64 {
 #[inline(never)]
 fn profile_local_batch(map: &LocalMap<u64, u64>, n: u64, ops: u64, b: usize) -> u64 {
     batches(map, n, ops, b, 5)
+}
+
+/// Find `ops` values of `AllocMap<u64, u64>`, one guard each, without
+/// reading them (the entry is read to compare the key).
+#[inline(never)]
+fn profile_alloc_find(map: &AllocMap<u64, u64>, n: u64, ops: u64) -> u64 {
+    let mut ks = KeyStream::new(n, 6);
+    let mut found = 0u64;
+    for _ in 0..ops {
+        let g = map.guard();
+        found += black_box(map.get(&splitmix(ks.next_index()), &g)).is_some() as u64;
+    }
+    found
+}
+
+/// Find `ops` values of a `ByteMap` with 8-byte keys, one guard each,
+/// without reading them (the key is in the slot).
+#[inline(never)]
+fn profile_bytes_find(map: &ByteMap, n: u64, ops: u64) -> u64 {
+    let mut ks = KeyStream::new(n, 7);
+    let mut found = 0u64;
+    for _ in 0..ops {
+        let g = map.guard();
+        found += black_box(map.get(&splitmix(ks.next_index()).to_le_bytes(), &g)).is_some() as u64;
+    }
+    found
 }
