@@ -537,11 +537,12 @@ impl<'m, S: BuildHasher> ByteNamespace<'m, S> {
             return Err(Error::LengthMismatch { requests: keys.len(), responses: out.len() });
         }
         let mut kws = [0u64; PASS];
+        let mut probes = [Probe::Inline(0); PASS];
         let mut words = [None; PASS];
         for (keys, out) in keys.chunks(PASS).zip(out.chunks_mut(PASS)) {
             let n = keys.len();
-            for (kw, k) in kws.iter_mut().zip(keys) {
-                *kw = self.locate(k).0;
+            for ((kw, p), k) in kws.iter_mut().zip(probes.iter_mut()).zip(keys) {
+                (*kw, *p) = self.locate(k);
             }
             self.map.index.get_many(&kws[..n], &mut words[..n])?;
             // What the key comparison needs (a stored key, a list), and the
@@ -552,8 +553,8 @@ impl<'m, S: BuildHasher> ByteNamespace<'m, S> {
                     prefetch_lines(w.addr(), 1);
                 }
             }
-            for ((o, w), k) in out.iter_mut().zip(&words[..n]).zip(keys) {
-                let e = w.and_then(|w| self.map.index.find(w, &self.is_mine(self.locate(k).1), guard));
+            for ((o, w), &p) in out.iter_mut().zip(&words[..n]).zip(&probes[..n]) {
+                let e = w.and_then(|w| self.map.index.find(w, &self.is_mine(p), guard));
                 // SAFETY: read under `guard`.
                 *o = unsafe { value_of(e) };
                 if let (Access::Read, Some(v)) = (access, o) {
