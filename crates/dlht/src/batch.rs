@@ -11,6 +11,7 @@
 use crate::arch::prefetch;
 use crate::driver::{self, Runner};
 use crate::error::Error;
+use crate::protocol::put::Change;
 use crate::raw::bucket::PrimaryBucket;
 use crate::raw::index::Index;
 use crate::word::Inline;
@@ -54,8 +55,10 @@ impl Ring {
     }
 }
 
-/// One request of a batch.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// One request of a batch. (Not `PartialEq`: the read-modify-write
+/// requests hold function pointers, whose comparison Rust does not make
+/// meaningful.)
+#[derive(Clone, Copy, Debug)]
 pub enum Request<K, V> {
     /// Look the key up.
     Get(K),
@@ -67,6 +70,21 @@ pub enum Request<K, V> {
     Remove(K),
     /// Insert or overwrite.
     Upsert(K, V),
+    /// Replace the value with the third if it is the second (see
+    /// [`Map::compare_exchange`](crate::Map::compare_exchange)).
+    CompareExchange(K, V, V),
+    /// Replace a present value `v` with `f(v)`, atomically (see
+    /// [`Map::update`](crate::Map::update); `f` may run more than once).
+    Update(K, fn(V) -> V),
+    /// Replace a present value `v` with `f(v, x)`, or insert `x` if the key
+    /// is absent: [`fetch_add`](Self::fetch_add) is `Merge(k, delta,
+    /// wrapping_add)`; max, min or bit-or merges work the same way.
+    Merge(K, V, fn(V, V) -> V),
+    /// The value of the key, inserting the given one first if absent.
+    GetOrInsert(K, V),
+    /// Remove the key if `f` accepts its value (see
+    /// [`Map::remove_if`](crate::Map::remove_if)).
+    RemoveIf(K, fn(V) -> bool),
 }
 
 impl<K: Copy, V> Request<K, V> {
@@ -74,9 +92,31 @@ impl<K: Copy, V> Request<K, V> {
     #[inline]
     pub fn key(&self) -> K {
         match *self {
-            Request::Get(k) | Request::Remove(k) => k,
-            Request::Insert(k, _) | Request::Put(k, _) | Request::Upsert(k, _) => k,
+            Request::Get(k) | Request::Remove(k) | Request::Update(k, _) | Request::RemoveIf(k, _) => k,
+            Request::Insert(k, _)
+            | Request::Put(k, _)
+            | Request::Upsert(k, _)
+            | Request::GetOrInsert(k, _) => k,
+            Request::CompareExchange(k, ..) | Request::Merge(k, ..) => k,
         }
+    }
+}
+
+impl<K, V: crate::Counter> Request<K, V> {
+    /// Add `delta` to the key's value, inserting `delta` if it is absent
+    /// (see [`Map::fetch_add`](crate::Map::fetch_add)); the response is a
+    /// [`Response::Merge`] with the value before.
+    ///
+    /// ```
+    /// use dlht::{Request, Response, StopOn};
+    /// let m = dlht::Map::<u64, u64>::new();
+    /// let reqs = [Request::fetch_add(7, 1), Request::fetch_add(7, 1), Request::Get(7)];
+    /// let mut out = [Response::NotExecuted; 3];
+    /// m.batch(&reqs, &mut out, StopOn::Never).unwrap();
+    /// assert_eq!(out, [Response::Merge(None), Response::Merge(Some(1)), Response::Get(Some(2))]);
+    /// ```
+    pub fn fetch_add(key: K, delta: V) -> Self {
+        Request::Merge(key, delta, crate::Counter::wrapping_add)
     }
 }
 
@@ -97,17 +137,33 @@ pub enum Response<V> {
     Remove(Option<V>),
     /// Result of an upsert: the old value if the key was present.
     Upsert(Option<V>),
+    /// Result of a compare-exchange: `Ok(expected)` if replaced, else the
+    /// value there (None: absent).
+    CompareExchange(Result<V, Option<V>>),
+    /// Result of an update: the new value, or None if absent.
+    Update(Option<V>),
+    /// Result of a merge: the value before, or None if it was absent (and
+    /// the given one was inserted).
+    Merge(Option<V>),
+    /// Result of a get-or-insert: the value now.
+    GetOrInsert(V),
+    /// Result of a conditional remove: the value removed, or None.
+    RemoveIf(Option<V>),
 }
 
 impl<V> Response<V> {
-    /// False for a get or put or remove that found no key, an insert that
-    /// found one, and a request not executed.
+    /// False for a get, put, update or remove that found no key (or a
+    /// conditional remove declined), an insert that found one, a
+    /// compare-exchange that found another value, and a request not
+    /// executed.
     pub fn succeeded(&self) -> bool {
         match self {
             Response::NotExecuted => false,
             Response::Get(r) | Response::Put(r) | Response::Remove(r) => r.is_some(),
+            Response::Update(r) | Response::RemoveIf(r) => r.is_some(),
             Response::Insert(r) => r.is_ok(),
-            Response::Upsert(_) => true,
+            Response::CompareExchange(r) => r.is_ok(),
+            Response::Upsert(_) | Response::Merge(_) | Response::GetOrInsert(_) => true,
         }
     }
 }
@@ -217,6 +273,39 @@ pub(crate) fn execute<K: Inline, V: Inline, R: Runner>(
                 Request::Remove(_) => Response::Remove(driver::remove_word(r, h, k).map(v)),
                 Request::Upsert(_, val) => {
                     Response::Upsert(driver::upsert_word(r, h, k, val.into_word())?.map(v))
+                }
+                Request::CompareExchange(_, expected, new) => {
+                    let (e, n) = (expected.into_word(), new.into_word());
+                    Response::CompareExchange(match driver::update_word(r, h, k, |w| (w == e).then_some(n)) {
+                        Change::Changed(_) => Ok(expected),
+                        Change::Kept(cur) => Err(Some(v(cur))),
+                        Change::Absent => Err(None),
+                    })
+                }
+                Request::Update(_, f) => {
+                    let mut new = 0;
+                    Response::Update(
+                        match driver::update_word(r, h, k, |w| {
+                            new = f(v(w)).into_word();
+                            Some(new)
+                        }) {
+                            Change::Changed(_) => Some(v(new)),
+                            _ => None,
+                        },
+                    )
+                }
+                Request::Merge(_, x, f) => Response::Merge(
+                    driver::merge_word(r, h, k, x.into_word(), |w| f(v(w), x).into_word())?.map(v),
+                ),
+                Request::GetOrInsert(_, val) => Response::GetOrInsert(
+                    driver::inserted(driver::insert_word(r, h, k, val.into_word())?)
+                        .map_or_else(|there| there, |()| val),
+                ),
+                Request::RemoveIf(_, f) => {
+                    Response::RemoveIf(match driver::remove_if_word(r, h, k, |w| f(v(w))) {
+                        Change::Changed(old) => Some(v(old)),
+                        _ => None,
+                    })
                 }
             };
             let go_on = stop == StopOn::Never || resp.succeeded();

@@ -121,6 +121,20 @@ pub(crate) fn update<F: Front>(f: &F, key: &F::K, mut decide: impl FnMut(F::V) -
     f.enter(|r| update_word(r, h, k, |w| decide(F::V::from_word(w)).map(Inline::into_word)))
 }
 
+/// A merge (see [`merge_word`]).
+#[inline(always)]
+pub(crate) fn merge<F: Front>(
+    f: &F,
+    key: F::K,
+    absent: F::V,
+    mut merge: impl FnMut(F::V) -> F::V,
+) -> Result<Option<F::V>, Error> {
+    let (k, h) = word_and_hash(f, &key);
+    let absent = absent.into_word();
+    let old = f.enter(|r| merge_word(r, h, k, absent, |w| merge(F::V::from_word(w)).into_word()))?;
+    Ok(old.map(F::V::from_word))
+}
+
 /// A conditional remove: `take` says whether the value found goes (it may
 /// run once per value seen).
 #[inline(always)]
@@ -276,6 +290,29 @@ pub(crate) fn upsert_word<R: Runner>(r: &R, hash: u64, k: u64, v: u64) -> Result
             return Ok(None);
         }
         // Inserted by another thread meanwhile: put again.
+    }
+}
+
+/// Merge on words: replace a present value `w` with `merge(w)`, or insert
+/// `absent` if the key is absent, until one succeeds: the value before, or
+/// None if it was absent. Each call linearizes at the CAS or insert that
+/// succeeds, so concurrent merges (counters) all count.
+#[inline]
+pub(crate) fn merge_word<R: Runner>(
+    r: &R,
+    hash: u64,
+    k: u64,
+    absent: u64,
+    mut merge: impl FnMut(u64) -> u64,
+) -> Result<Option<u64>, Error> {
+    loop {
+        if let Change::Changed(old) = update_word(r, hash, k, |w| Some(merge(w))) {
+            return Ok(Some(old));
+        }
+        if insert_word(r, hash, k, absent)? == Inserted::New {
+            return Ok(None);
+        }
+        // Inserted by another thread meanwhile: merge into it.
     }
 }
 

@@ -7,7 +7,7 @@
 mod common;
 
 use common::Rng;
-use dlht::{Map, Modulo};
+use dlht::{Map, Modulo, Request, Response, StopOn};
 use proptest::prelude::*;
 use std::collections::HashMap;
 
@@ -106,14 +106,26 @@ proptest! {
 
 #[test]
 fn concurrent_counters_end_exact() {
-    // Three threads count the same skewed keys with each atomic while a
-    // fourth grows the table: every increment must land exactly once.
+    // Four threads count the same skewed keys with each atomic (the fourth
+    // in batches of fetch-add requests) while a fifth grows the table:
+    // every increment must land exactly once.
     for (name, chunk) in [("default chunks", 16 * 1024), ("1-bin chunks", 1)] {
         let m = Map::<u64, u64>::with_capacity(8).with_transfer_chunk(chunk);
         let per_thread = 20_000u64;
         std::thread::scope(|s| {
+            let m = &m;
+            s.spawn(move || {
+                let mut rng = Rng(4);
+                let mut out = [Response::NotExecuted; 16];
+                for _ in 0..per_thread / 16 {
+                    let reqs: [Request<u64, u64>; 16] = std::array::from_fn(|_| {
+                        let k = if rng.below(2) == 0 { rng.below(4) } else { rng.below(256) };
+                        Request::fetch_add(k, 1)
+                    });
+                    assert_eq!(m.batch(&reqs, &mut out, StopOn::Never), Ok(16));
+                }
+            });
             for t in 0..3u64 {
-                let m = &m;
                 s.spawn(move || {
                     let mut rng = Rng(t * 7919 + 1);
                     for _ in 0..per_thread {
@@ -136,7 +148,6 @@ fn concurrent_counters_end_exact() {
                     }
                 });
             }
-            let m = &m;
             s.spawn(move || {
                 for i in 0..20_000u64 {
                     m.insert(1 << 40 | i, 0).unwrap(); // forces resizes
@@ -144,7 +155,7 @@ fn concurrent_counters_end_exact() {
             });
         });
         let total: u64 = (0..256).filter_map(|k| m.get(&k)).sum();
-        assert_eq!(total, 3 * per_thread, "{name}: increments lost or doubled");
+        assert_eq!(total, 4 * per_thread, "{name}: increments lost or doubled");
         assert!(m.stats().resizes > 0);
     }
 }

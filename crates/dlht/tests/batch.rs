@@ -30,7 +30,38 @@ fn apply(model: &mut HashMap<u64, u64>, r: Req) -> Resp {
         Request::Put(k, v) => Response::Put(model.get_mut(&k).map(|s| std::mem::replace(s, v))),
         Request::Remove(k) => Response::Remove(model.remove(&k)),
         Request::Upsert(k, v) => Response::Upsert(model.insert(k, v)),
+        Request::CompareExchange(k, e, n) => Response::CompareExchange(match model.get_mut(&k) {
+            Some(cur) if *cur == e => {
+                *cur = n;
+                Ok(e)
+            }
+            cur => Err(cur.copied()),
+        }),
+        Request::Update(k, f) => Response::Update(model.get_mut(&k).map(|cur| {
+            *cur = f(*cur);
+            *cur
+        })),
+        Request::Merge(k, x, f) => Response::Merge(match model.get_mut(&k) {
+            Some(cur) => Some(std::mem::replace(cur, f(*cur, x))),
+            None => {
+                model.insert(k, x);
+                None
+            }
+        }),
+        Request::GetOrInsert(k, v) => Response::GetOrInsert(*model.entry(k).or_insert(v)),
+        Request::RemoveIf(k, f) => Response::RemoveIf(match model.get(&k) {
+            Some(&cur) if f(cur) => model.remove(&k),
+            _ => None,
+        }),
     }
+}
+
+fn double(v: u64) -> u64 {
+    v.wrapping_mul(2)
+}
+
+fn is_even(v: u64) -> bool {
+    v % 2 == 0
 }
 
 /// What a batch should return, and how many requests should run.
@@ -54,7 +85,13 @@ fn request() -> impl Strategy<Value = Req> {
         3 => (k.clone(), v.clone()).prop_map(|(k, v)| Request::Insert(k, v)),
         2 => (k.clone(), v.clone()).prop_map(|(k, v)| Request::Put(k, v)),
         2 => k.clone().prop_map(Request::Remove),
-        1 => (k, v).prop_map(|(k, v)| Request::Upsert(k, v)),
+        1 => (k.clone(), v.clone()).prop_map(|(k, v)| Request::Upsert(k, v)),
+        1 => (k.clone(), v.clone(), v.clone()).prop_map(|(k, e, n)| Request::CompareExchange(k, e, n)),
+        1 => k.clone().prop_map(|k| Request::Update(k, double)),
+        1 => (k.clone(), v.clone()).prop_map(|(k, d)| Request::fetch_add(k, d)),
+        1 => (k.clone(), v.clone()).prop_map(|(k, x)| Request::Merge(k, x, u64::max)),
+        1 => (k.clone(), v).prop_map(|(k, v)| Request::GetOrInsert(k, v)),
+        1 => k.prop_map(|k| Request::RemoveIf(k, is_even)),
     ]
 }
 

@@ -102,15 +102,7 @@ impl<K: Inline, V: Inline, S: BuildHasher> Map<K, V, S> {
     where
         V: Counter,
     {
-        loop {
-            if let Change::Changed(old) = driver::update(self, &key, |v| Some(v.wrapping_add(delta))) {
-                return Ok(Some(V::from_word(old)));
-            }
-            if self.try_insert(key, delta)?.is_ok() {
-                return Ok(None);
-            }
-            // Inserted by another thread meanwhile: add to it.
-        }
+        driver::merge(self, key, delta, |v| v.wrapping_add(delta))
     }
 
     /// The value of `key`, inserting `f()` first if the key is absent.
