@@ -4,8 +4,8 @@
 //! single-thread) with papaya, dashmap, scc, flurry, leapfrog, std's
 //! RwLock<HashMap> and (one thread) hashbrown on the paper's workloads, in
 //! interleaved rounds with the machine's memory limit, and writes CSV,
-//! JSON and plots. `dlht-bench baseline|batching|hashers|sizes` run the
-//! focused studies.
+//! JSON and plots. `dlht-bench baseline|batching|hashers|sizes|counters` run
+//! the focused studies.
 
 mod compare;
 mod harness;
@@ -61,6 +61,10 @@ enum StudyCmd {
     /// Key and value sizes (paper Figs. 9, 10): the allocator mode against
     /// papaya, dashmap and scc, values of 8 B … 1.5 KB and keys of 8 … 256 B.
     Sizes(studies::sizes::SizeArgs),
+    /// Counters: threads add 1 to counters of Zipf-distributed keys
+    /// (fetch-add, inserting when absent), dlht against dashmap, papaya and
+    /// scc; every total checked.
+    Counters(studies::counters::CounterArgs),
     /// Exactly --ops gets per access mode, untimed, for valgrind (see
     /// scripts/profile-gets.sh).
     Profile(studies::profile::ProfileArgs),
@@ -77,6 +81,7 @@ fn main() {
             false
         }
         Some(StudyCmd::Sizes(a)) => studies::sizes::run(a),
+        Some(StudyCmd::Counters(a)) => studies::counters::run(a),
         Some(StudyCmd::Profile(a)) => {
             studies::profile::run(a);
             false

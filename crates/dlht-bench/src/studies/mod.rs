@@ -2,9 +2,12 @@
 //! comparison (same harness, rounds, limit ratios, twin check and files);
 //! `baseline` adds what only dlht has (occupancy at resize, the cost of
 //! the reclamation announcement); `hashers` compares hash functions;
-//! `profile` runs exact operation counts for callgrind.
+//! `profile` runs exact operation counts for callgrind; `sizes` and
+//! `counters` are their own harnesses over the allocator mode and the
+//! per-key atomics.
 
 pub mod baseline;
+pub mod counters;
 pub mod profile;
 pub mod sizes;
 
