@@ -136,11 +136,12 @@ impl<K: Inline, V: Inline, S: BuildHasher> LocalMap<K, V, S> {
         unsafe { &*self.index.get() }
     }
 
-    /// Replace the index by one `grown_bins` times larger, transferring every
-    /// bin with the same protocol as the concurrent map, then free the old.
-    fn grow(&self) -> Result<(), Error> {
+    /// Replace the index by one `grown_bins` times larger (at least
+    /// `min_bins`), transferring every bin with the same protocol as the
+    /// concurrent map, then free the old.
+    fn grow(&self, min_bins: usize) -> Result<(), Error> {
         let old = self.index();
-        let next = next_index(old)?;
+        let next = next_index(old, min_bins)?;
         self.growing.set(true);
         let mut copied = 0;
         for b in 0..old.bins() {
@@ -241,6 +242,29 @@ impl<K: Inline, V: Inline, S: BuildHasher> LocalMap<K, V, S> {
         self.index().slot_capacity()
     }
 
+    /// Grow ahead of a known load, so that `additional` more keys than the
+    /// map holds now fit without a resize (unless keys crowd one bin).
+    /// Panics if the index cannot grow; see [`try_reserve`](Self::try_reserve).
+    ///
+    /// ```
+    /// let m = dlht::LocalMap::<u64, u64>::new();
+    /// m.reserve(100_000);
+    /// assert!(m.capacity() >= 100_000);
+    /// ```
+    pub fn reserve(&self, additional: usize) {
+        crate::driver::or_panic(self.try_reserve(additional))
+    }
+
+    /// Like [`reserve`](Self::reserve), with a failure to grow as an error
+    /// (the map unchanged).
+    pub fn try_reserve(&self, additional: usize) -> Result<(), Error> {
+        let want = crate::driver::bins_for(self.len().saturating_add(additional))?;
+        while self.index().bins() < want {
+            self.grow(want)?;
+        }
+        Ok(())
+    }
+
     /// A snapshot of the index's shape and occupancy (scans the index).
     pub fn stats(&self) -> Stats {
         Stats::of(self.index(), self.resizes.get(), self.occupancy_at_resize.borrow().clone(), 0)
@@ -296,7 +320,7 @@ impl<K: Inline, V: Inline, S: BuildHasher> Runner for LocalMap<K, V, S> {
                 Step::Moved => unreachable!("dlht invariant: a local map finishes every resize it starts"),
                 Step::Full => {
                     driver::check_separable(&bin, hash, |w| self.hash_word(w))?;
-                    self.grow()?;
+                    self.grow(0)?;
                 }
             }
         }

@@ -328,6 +328,35 @@ impl<K: Inline, V: Inline, S: BuildHasher> Map<K, V, S> {
         self.core.current(&guard).slot_capacity()
     }
 
+    /// Grow ahead of a known load, so that `additional` more keys than the
+    /// map holds now fit without a resize (unless keys crowd one bin).
+    /// Non-blocking like any resize: other threads keep working and help
+    /// move bins. Panics if the index cannot grow; see
+    /// [`try_reserve`](Self::try_reserve).
+    ///
+    /// ```
+    /// let m = dlht::Map::<u64, u64>::new();
+    /// m.reserve(100_000);
+    /// assert!(m.capacity() >= 100_000);
+    /// ```
+    pub fn reserve(&self, additional: usize) {
+        driver::or_panic(self.try_reserve(additional))
+    }
+
+    /// Like [`reserve`](Self::reserve), with a failure to grow (too large,
+    /// memory refused) as an error; the map is unchanged then.
+    pub fn try_reserve(&self, additional: usize) -> Result<(), Error> {
+        let want = driver::bins_for(self.len().saturating_add(additional))?;
+        loop {
+            let guard = self.core.pin();
+            let idx = self.core.current(&guard);
+            if idx.bins() >= want {
+                return Ok(());
+            }
+            resize::grow(&self.core, &guard, idx, &|w| self.hash_word(w), want)?;
+        }
+    }
+
     /// A weakly consistent iterator over the entries: every key present for
     /// the whole iteration is yielded exactly once, even across resizes;
     /// keys inserted or removed meanwhile may or may not be (see [`Iter`]).
@@ -418,7 +447,7 @@ impl<K: Inline, V: Inline, S: BuildHasher> Runner for Session<'_, K, V, S> {
                 Step::Full => {
                     let map = self.map;
                     driver::check_separable(&bin, hash, |w| map.hash_word(w))?;
-                    resize::grow(&map.core, self.guard, idx, &|w| map.hash_word(w))?;
+                    resize::grow(&map.core, self.guard, idx, &|w| map.hash_word(w), 0)?;
                     // Other helpers may still hold our bin's chunk.
                     backoff(&mut spins);
                 }

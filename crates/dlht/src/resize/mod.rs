@@ -43,21 +43,29 @@ pub fn grown_bins(bins: usize) -> usize {
     (bins * factor).min(MAX_BINS)
 }
 
-/// The index that replaces `idx` (zeroed), or why there can be none: at
-/// `MAX_BINS` an index cannot grow, and growing to the same size would
-/// transfer forever.
-pub fn next_index(idx: &Index) -> Result<Index, Error> {
+/// The index that replaces `idx` (zeroed), of at least `min_bins` bins, or
+/// why there can be none: at `MAX_BINS` an index cannot grow, and growing
+/// to the same size would transfer forever.
+pub fn next_index(idx: &Index, min_bins: usize) -> Result<Index, Error> {
     let bins = idx.bins();
     if bins >= MAX_BINS {
         return Err(Error::CapacityOverflow);
     }
-    Index::new(grown_bins(bins), idx.markers, idx.generation + 1)
+    Index::new(grown_bins(bins).max(min_bins).min(MAX_BINS), idx.markers, idx.generation + 1)
 }
 
 /// R1–R3: grow `idx` (or help the resize already under way), transferring
-/// chunks until none is left. On return the caller retries its operation
-/// in `idx`, which leads it (via DoneTransfer bins) to the next index.
-pub fn grow(core: &Core, guard: &Guard<'_>, idx: &Index, hash: &dyn Fn(u64) -> u64) -> Result<(), Error> {
+/// chunks until none is left; a new index has at least `min_bins` bins (a
+/// resize already under way keeps its own size). On return the caller
+/// retries its operation in `idx`, which leads it (via DoneTransfer bins)
+/// to the next index.
+pub fn grow(
+    core: &Core,
+    guard: &Guard<'_>,
+    idx: &Index,
+    hash: &dyn Fn(u64) -> u64,
+    min_bins: usize,
+) -> Result<(), Error> {
     // R1: an index can only grow once it is current.
     let mut spins = 0;
     loop {
@@ -77,7 +85,7 @@ pub fn grow(core: &Core, guard: &Guard<'_>, idx: &Index, hash: &dyn Fn(u64) -> u
         // AcqRel/Acquire: `phase` hands the allocator role over; the Acquire
         // side pairs with the Release stores below that end each phase.
         match idx.resize.phase.compare_exchange(IDLE, ALLOCATING, Ordering::AcqRel, Ordering::Acquire) {
-            Ok(_) => match next_index(idx) {
+            Ok(_) => match next_index(idx, min_bins) {
                 Ok(next) => {
                     idx.attach_next(Box::new(next));
                     idx.resize.phase.store(PUBLISHED, Ordering::Release);
