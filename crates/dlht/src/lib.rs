@@ -192,10 +192,32 @@
 //! transfer it. See `docs/DESIGN.md` for the protocols, the hazards they
 //! close and the memory-ordering argument.
 //!
-//! ## Hashing
+//! ## Hashing and security
 //!
-//! [`DefaultHashBuilder`] (rapidhash, seeded per map) suits arbitrary keys;
-//! [`Modulo`] is the paper's identity hash for uniformly random keys.
+//! [`DefaultHashBuilder`] (rapidhash with its avalanche step) suits
+//! arbitrary keys; [`Modulo`] is the paper's identity hash for uniformly
+//! random keys, and **unsafe for keys a client chooses**: keys equal in
+//! their low bits share a bin.
+//!
+//! Hash flooding: a bin holds at most 15 keys, so keys crafted to share a
+//! bin would force resize after resize and finally [`Error::BinOverflow`]
+//! (which [`Map::insert`] reports by panicking and [`Map::try_insert`]
+//! returns; the map is unchanged either way). The default hasher is keyed:
+//! each map draws a fresh seed (rapidhash mixes a per-thread counter, seeded
+//! from the process's random seed, with stack-address entropy), and the
+//! process draws random secrets once from the standard library's secure
+//! random source. An attacker who cannot observe the map's bins cannot
+//! aim keys at them (`tests/flood.rs` floods with keys that share a bin
+//! under the identity and under an unkeyed mix: the map grows as for
+//! ordinary keys). What it does not promise: rapidhash is not a
+//! cryptographic PRF, and its seeds are meant to be unpredictable, not
+//! secret against an attacker who can time many probes of one long-lived
+//! map. For keys from untrusted clients where that matters, use SipHash-1-3
+//! with 128-bit random keys — std's `RandomState` — as the hasher:
+//! `Map::with_hasher(std::hash::RandomState::new())`; `dlht-bench hashers`
+//! measures its cost beside rapidhash's. [`ByteMap`] hashes its slots'
+//! key words with a keyed hash of its own, whatever its hasher for long
+//! keys is, since short keys are their own key words.
 //!
 //! The hasher runs inside the map, also while a resize moves keys, and
 //! **must not call into the map** it hashes for. Such re-entry is served

@@ -373,7 +373,7 @@ fn get_many_matches_get() {
         m.namespace(2).unwrap().insert("k1".into(), 77, &g).unwrap();
         let names: Vec<String> = (0..600u64).map(|k| format!("k{k}")).collect();
         let keys: Vec<&str> = names.iter().map(String::as_str).collect();
-        for access in [dlht::Access::Key, dlht::Access::Read] {
+        for access in [dlht::Access::Locate, dlht::Access::Key, dlht::Access::Read] {
             let mut out = vec![None; keys.len()];
             m.get_many(&keys, &mut out, access, &g).unwrap();
             for (k, o) in keys.iter().zip(&out) {

@@ -176,7 +176,7 @@ fn run_model<S: BuildHasher + Default>(ops: &[Op]) {
     assert_eq!(all, want, "iteration");
     // get_many agrees with get, for every key of the pool.
     let keys: Vec<&[u8]> = pool.iter().map(|k| &k[..]).collect();
-    for access in [Access::Key, Access::Read] {
+    for access in [Access::Locate, Access::Key, Access::Read] {
         let mut out = vec![None; keys.len()];
         m.get_many(&keys, &mut out, access, &g).unwrap();
         for (k, o) in keys.iter().zip(&out) {

@@ -143,8 +143,9 @@ pub fn hashers(a: HasherArgs) {
         let occ = g.occupancy.iter().skip(2).sum::<f64>() / g.occupancy.len().saturating_sub(2).max(1) as f64;
         (1e3 / mhash, gets, occ)
     }
-    let hashers: [(&str, Measure); 3] = [
+    let hashers: [(&str, Measure); 4] = [
         ("rapidhash (default)", one::<dlht::DefaultHashBuilder>),
+        ("siphash-1-3 (std)", one::<std::hash::RandomState>),
         ("wyhash (final3)", one::<wyhash::final3::WyHasherBuilder>),
         ("modulo (keys are random)", one::<dlht::Modulo>),
     ];

@@ -163,10 +163,10 @@ impl<const KB: usize, const VB: usize> SizedTable<KB, VB> for DlhtBatch<'_, KB, 
 
 /// What a batch prefetches for a get that reads `touch` of its values.
 fn access_of(touch: Touch) -> dlht::Access {
-    if touch == Touch::All {
-        dlht::Access::Read
-    } else {
-        dlht::Access::Key
+    match touch {
+        Touch::Nothing => dlht::Access::Locate,
+        Touch::First => dlht::Access::Key,
+        Touch::All => dlht::Access::Read,
     }
 }
 
@@ -224,10 +224,7 @@ impl<const KB: usize, const VB: usize> SizedTable<KB, VB> for BytesBatch<'_> {
         let g = self.0 .0.guard();
         let refs: [&[u8]; BATCH] = core::array::from_fn(|i| &keys[i][..]);
         let mut out = [None; BATCH];
-        // Its values are not in the entry lines the index prefetches: a
-        // batch that reads them asks for them.
-        let access = if touch == Touch::Nothing { dlht::Access::Key } else { dlht::Access::Read };
-        self.0 .0.get_many(&refs, &mut out, access, &g).expect("lengths agree");
+        self.0 .0.get_many(&refs, &mut out, access_of(touch), &g).expect("lengths agree");
         Some(sum_values(out.iter().map(|v| v.map(|v| read_value(&v, touch)))))
     }
 }

@@ -49,8 +49,12 @@ use core::ptr::NonNull;
 /// assert_eq!(m.len(), 1);
 /// ```
 pub struct ByteMap<S = DefaultHashBuilder> {
-    /// Inline key or signature → blob.
-    index: PointerIndex<Blob>,
+    /// Inline key or signature → blob. Hashed with a keyed hash of its own
+    /// (a fresh seed per map), whatever `S` is: an inline key's word is
+    /// its bytes, which a client chooses, and an unkeyed mix of them (the
+    /// allocator map's, whose key words are already keyed hashes) can be
+    /// inverted to crowd keys into one bin (`tests/flood.rs`).
+    index: PointerIndex<Blob, DefaultHashBuilder>,
     hasher: S,
 }
 
@@ -305,7 +309,7 @@ impl<S: BuildHasher> ByteMap<S> {
 
     /// An empty map for `n` keys using `hasher`, or why it cannot be made.
     pub fn try_with_capacity_and_hasher(n: usize, hasher: S) -> Result<Self, Error> {
-        Ok(ByteMap { index: PointerIndex::try_with_capacity(n)?, hasher })
+        Ok(ByteMap { index: PointerIndex::try_with_capacity(n, DefaultHashBuilder::default())?, hasher })
     }
 
     /// Pin this thread: values read under the guard stay valid while it
@@ -343,9 +347,10 @@ impl<S: BuildHasher> ByteMap<S> {
 
     /// Get many keys at once (paper §3.3): `out[i]` receives the value of
     /// `keys[i]`. The index lookups go through the prefetching pipeline;
-    /// then what the keys need is prefetched together: stored keys of
-    /// longer keys, and with [`Access::Read`] each value's lines (up to
-    /// 4 KiB). Errors only if the lengths differ.
+    /// then what `access` says is prefetched together: the stored keys of
+    /// longer keys, and each value's first line ([`Access::Key`]) or all
+    /// its lines up to 4 KiB ([`Access::Read`]). Errors only if the lengths
+    /// differ.
     ///
     /// ```
     /// use dlht::{Access, ByteMap};
@@ -549,7 +554,7 @@ impl<'m, S: BuildHasher> ByteNamespace<'m, S> {
             // values' first lines if they will be read.
             for &w in words[..n].iter().flatten() {
                 let w = ValueWord::from_bits(w);
-                if access == Access::Read || !matches!(w.shape(), Shape::Inline(_)) {
+                if access != Access::Locate || !matches!(w.shape(), Shape::Inline(_)) {
                     prefetch_lines(w.addr(), 1);
                 }
             }
@@ -657,7 +662,7 @@ impl<'m, S: BuildHasher> ByteNamespace<'m, S> {
 /// A weakly consistent iterator over a [`ByteMap`]'s entries: see
 /// [`ByteMap::iter`].
 pub struct ByteIter<'g> {
-    inner: PointerIter<'g>,
+    inner: PointerIter<'g, DefaultHashBuilder>,
 }
 
 impl<'g> Iterator for ByteIter<'g> {

@@ -28,7 +28,7 @@ pub use entry::NAMESPACES;
 
 use crate::driver::or_panic;
 use crate::error::Error;
-use crate::hash::DefaultHashBuilder;
+use crate::hash::{DefaultHashBuilder, SignatureMix};
 use core::borrow::Borrow;
 use core::fmt;
 use core::hash::{BuildHasher, Hash};
@@ -186,11 +186,15 @@ unsafe impl<K: Send + Sync, V: Send + Sync, S: Send> Send for AllocMap<K, V, S> 
 // SAFETY: as above.
 unsafe impl<K: Send + Sync, V: Send + Sync, S: Sync> Sync for AllocMap<K, V, S> {}
 
-/// Whether a batch's caller will read the values it gets (paper §3.3: the
-/// batch then prefetches the values, not only the entries' keys).
+/// How much of the values a batch's caller will read (paper §3.3: the
+/// batch then prefetches the values, not only what finding them needs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Access {
-    /// Only the entries' first lines (key comparison, small values).
+    /// None: only what finding the values needs is prefetched (an
+    /// [`AllocMap`] entry's first line, to compare its key; nothing for a
+    /// [`ByteMap`] key of at most 8 bytes, which its slot decides).
+    Locate,
+    /// The entries' first lines (key comparison, the start of the value).
     Key,
     /// Every line of each value (up to 4 KiB).
     Read,
@@ -284,7 +288,7 @@ where
 
     /// An empty map for `n` keys using `hasher`, or why it cannot be made.
     pub fn try_with_capacity_and_hasher(n: usize, hasher: S) -> Result<Self, Error> {
-        Ok(AllocMap { index: PointerIndex::try_with_capacity(n)?, hasher })
+        Ok(AllocMap { index: PointerIndex::try_with_capacity(n, SignatureMix)?, hasher })
     }
 
     /// Pin this thread: values read under the guard stay valid while it
@@ -691,7 +695,7 @@ where
 /// A weakly consistent iterator over an [`AllocMap`]'s entries: see
 /// [`AllocMap::iter`].
 pub struct AllocIter<'g, K, V, S> {
-    inner: PointerIter<'g>,
+    inner: PointerIter<'g, SignatureMix>,
     _kv: PhantomData<(&'g K, &'g V, S)>,
 }
 

@@ -22,24 +22,26 @@ use crate::error::Error;
 use crate::hash::SignatureMix;
 use crate::map::Map;
 use crate::protocol::put::Change;
+use core::hash::BuildHasher;
 use core::marker::PhantomData;
 use core::ptr::NonNull;
 use std::sync::atomic::{AtomicIsize, Ordering};
 
-/// Key words → value words of elements of type `E`, with collision lists.
-pub(crate) struct PointerIndex<E: Element> {
-    index: Map<u64, u64, SignatureMix>,
+/// Key words → value words of elements of type `E`, with collision lists;
+/// key words are hashed into bins by `H`.
+pub(crate) struct PointerIndex<E: Element, H: BuildHasher = SignatureMix> {
+    index: Map<u64, u64, H>,
     /// Keys beyond the first of each key word (they live in lists).
     collided: AtomicIsize,
     /// Owns the elements (for drop check and auto traits).
     _owns: PhantomData<Box<E>>,
 }
 
-impl<E: Element> PointerIndex<E> {
+impl<E: Element, H: BuildHasher> PointerIndex<E, H> {
     /// An empty index for `n` keys.
-    pub fn try_with_capacity(n: usize) -> Result<Self, Error> {
+    pub fn try_with_capacity(n: usize, hasher: H) -> Result<Self, Error> {
         Ok(PointerIndex {
-            index: Map::try_with_capacity_and_hasher(n, SignatureMix)?,
+            index: Map::try_with_capacity_and_hasher(n, hasher)?,
             collided: AtomicIsize::new(0),
             _owns: PhantomData,
         })
@@ -252,7 +254,7 @@ impl<E: Element> PointerIndex<E> {
     }
 
     /// A weakly consistent walk over every element, as (key word, element).
-    pub fn iter<'g>(&'g self, _guard: &'g Guard) -> PointerIter<'g> {
+    pub fn iter<'g>(&'g self, _guard: &'g Guard) -> PointerIter<'g, H> {
         PointerIter { inner: self.index.iter(), list: None }
     }
 }
@@ -294,7 +296,7 @@ unsafe fn retire_list(w: u64, guard: &Guard) {
     unsafe { guard.epoch.defer_unchecked(move || drop(Box::from_raw(p))) };
 }
 
-impl<E: Element> Drop for PointerIndex<E> {
+impl<E: Element, H: BuildHasher> Drop for PointerIndex<E, H> {
     fn drop(&mut self) {
         // &mut self: no thread is inside, no reference to an element
         // remains (each borrowed the map), and retired elements are
@@ -317,13 +319,13 @@ impl<E: Element> Drop for PointerIndex<E> {
 }
 
 /// A weakly consistent walk over a [`PointerIndex`]: (key word, element).
-pub(crate) struct PointerIter<'g> {
-    inner: crate::map::Iter<'g, u64, u64, SignatureMix>,
+pub(crate) struct PointerIter<'g, H> {
+    inner: crate::map::Iter<'g, u64, u64, H>,
     /// The rest of a collision list being walked, with its key word.
     list: Option<(u64, &'g List, usize)>,
 }
 
-impl Iterator for PointerIter<'_> {
+impl<H: BuildHasher> Iterator for PointerIter<'_, H> {
     type Item = (u64, ValueWord);
 
     fn next(&mut self) -> Option<Self::Item> {
