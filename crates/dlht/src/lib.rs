@@ -181,16 +181,57 @@
 //! The header packs a 32-bit version, a 2-bit bin state and a 2-bit state per
 //! slot, so every insert and remove synchronizes on one word.
 //!
-//! ## Consistency and progress
+//! ## Consistency
 //!
-//! Every operation is linearizable. `get` writes nothing and is lock-free;
-//! `put` and `remove` are lock-free. `insert` is lock-free except that an
-//! insert waits for a concurrent insert *of the same key* to publish its
-//! value (two instructions unless that thread is preempted). While a bin is
-//! being transferred by a resize, operations on that one bin wait; all other
-//! bins stay available, and every thread that finds the index full helps
-//! transfer it. See `docs/DESIGN.md` for the protocols, the hazards they
-//! close and the memory-ordering argument.
+//! - Every single-key call — `get`, `insert`, `put`, `remove`, `upsert`,
+//!   the atomics (`compare_exchange`, `update`, `fetch_add`,
+//!   `get_or_insert_with`, `remove_if`), and their [`AllocMap`] and
+//!   [`ByteMap`] forms — is linearizable: it takes effect at one instant
+//!   between its call and its return (checked per key against recorded
+//!   concurrent histories in the tests). `update` and `remove_if` may run
+//!   their closure more than once; only the run whose result is installed
+//!   counts.
+//! - A batch runs its requests in order, each linearizable on its own; the
+//!   batch as a whole is not atomic (other threads may act between two of
+//!   its requests).
+//! - [`Map::len`]: exact when no operation is in flight; under
+//!   concurrency, within the inserts and removes that complete during the
+//!   call (see its docs).
+//! - Iterators ([`Map::iter`], `retain`, `clear`, `Debug`, `Clone`,
+//!   `PartialEq`) are weakly consistent: every key present for the whole
+//!   walk is seen exactly once, with a value it had; keys inserted or
+//!   removed meanwhile may or may not be. [`Map::snapshot`] (and serde's
+//!   serialization, feature `serde`) is strongly consistent: the contents
+//!   at one instant.
+//! - A value read from an [`AllocMap`] or [`ByteMap`] stays valid, and
+//!   unchanged, while the [`Guard`] it was read under lives, even if the
+//!   key is removed or replaced meanwhile.
+//! - A shadow insert is invisible to every other call until committed.
+//!
+//! ## Progress
+//!
+//! - `get` writes nothing and is lock-free; `put`, `remove` and the atomics
+//!   are lock-free (one 16-byte CAS on the key's slot, retried only when
+//!   another thread changed that slot).
+//! - `insert` is lock-free except that it waits for a concurrent insert *of
+//!   the same key* to publish its value (two instructions, unless that
+//!   thread is preempted between them), and for a shadow insert of the same
+//!   key to be committed or aborted.
+//! - A resize never stops the map: while a bin is being transferred,
+//!   operations on that one bin wait for its transfer (at most 15 slot
+//!   copies by one thread — a wait only if that thread is preempted); all
+//!   other bins stay available, and every thread that finds the index full
+//!   helps transfer it. [`Map::reserve`] starts or helps such a resize.
+//! - [`Map::snapshot`] freezes every bin for the time it takes to read
+//!   them: updates and gets on the map wait meanwhile (one pass over the
+//!   index), and resizes wait for it.
+//! - Index reclamation never blocks: a replaced index is freed by the last
+//!   thread to leave it. Allocator-mode values are freed by epoch
+//!   reclamation; a thread holding a [`Guard`] for long delays the freeing
+//!   of every value removed meanwhile, never another thread's progress.
+//!
+//! See `docs/DESIGN.md` for the protocols, the hazards they close and the
+//! memory-ordering argument.
 //!
 //! ## Hashing and security
 //!
@@ -237,9 +278,29 @@
 //! overcommit (Linux's default) a system that runs out of memory later may
 //! kill the process (the OOM killer) instead of failing an allocation.
 //!
-//! A CPU without a lock-free 16-byte compare-and-swap (an x86-64 CPU
-//! without `cmpxchg16b`, from before about 2008) gets
-//! [`Error::Unsupported`] when a map is created.
+//! [`AllocMap`] and [`ByteMap`] allocate each entry from the global
+//! allocator and free removed ones through epoch reclamation; glibc's
+//! malloc may keep freed memory resident until `malloc_trim` (mimalloc or
+//! jemalloc return it sooner). Indexes do not shrink yet: after a drain
+//! the index keeps its size.
+//!
+//! ## Platforms
+//!
+//! dlht needs a lock-free 16-byte compare-and-swap: x86-64 (`cmpxchg16b`,
+//! every x86-64 CPU since about 2008) and AArch64 (through
+//! `portable-atomic`; `casp` with LSE, a load/store-exclusive loop
+//! without). A CPU without one gets [`Error::Unsupported`] when a map is
+//! created. Software prefetching (batches, [`Map::prefetch`]) is issued on
+//! x86-64 only; elsewhere batches still run in order, without the hint.
+//! Huge pages are asked for on Linux (`MADV_HUGEPAGE`); elsewhere indexes
+//! are plain allocations. Measured, and tested in CI, on x86-64 Linux.
+//!
+//! ## Features
+//!
+//! - `serde`: `Serialize` for [`Map`] (a snapshot) and [`Set`],
+//!   `Deserialize` into a new one.
+//! - `internals`: the raw index and protocols, for the project's own tests
+//!   and benchmarks; not a stable or safe API.
 
 #![deny(unsafe_op_in_unsafe_fn, missing_docs)]
 #![warn(clippy::undocumented_unsafe_blocks)]
@@ -257,6 +318,8 @@ mod protocol;
 mod raw;
 mod reclaim;
 mod resize;
+#[cfg(feature = "serde")]
+mod serde_impl;
 mod set;
 mod stats;
 mod sync;

@@ -97,3 +97,45 @@ impl<K: Inline + fmt::Debug, V: Inline + fmt::Debug, S: BuildHasher> fmt::Debug 
         f.debug_map().entries(self.iter()).finish()
     }
 }
+
+/// A new map with the same entries and a clone of the hasher. Under
+/// concurrent updates it copies a weakly consistent view (see [`Iter`]):
+/// each key present throughout is copied once, with a value it had. Panics
+/// if memory is refused, as `HashMap::clone` does.
+///
+/// ```
+/// let m: dlht::Map<u64, u64> = (0..100).map(|k| (k, k * 2)).collect();
+/// let c = m.clone();
+/// m.put(1, 0);
+/// assert_eq!((c.get(&1), c.len()), (Some(2), 100));
+/// ```
+impl<K: Inline, V: Inline, S: BuildHasher + Clone> Clone for Map<K, V, S> {
+    fn clone(&self) -> Self {
+        let copy = Map::with_capacity_and_hasher(self.len(), self.hasher().clone());
+        for (k, v) in self.iter() {
+            copy.upsert(k, v);
+        }
+        copy
+    }
+}
+
+/// Equal when both hold the same keys with equal values, whatever their
+/// hashers. Exact when neither map changes during the comparison; under
+/// concurrent updates it compares weakly consistent views.
+///
+/// ```
+/// let a: dlht::Map<u64, u64> = [(1, 10), (2, 20)].into_iter().collect();
+/// let b: dlht::Map<u64, u64> = [(2, 20), (1, 10)].into_iter().collect();
+/// assert_eq!(a, b);
+/// b.put(1, 11);
+/// assert_ne!(a, b);
+/// ```
+impl<K: Inline, V: Inline + PartialEq, S: BuildHasher, S2: BuildHasher> PartialEq<Map<K, V, S2>>
+    for Map<K, V, S>
+{
+    fn eq(&self, other: &Map<K, V, S2>) -> bool {
+        self.len() == other.len() && self.iter().all(|(k, v)| other.get(&k) == Some(v))
+    }
+}
+
+impl<K: Inline, V: Inline + Eq, S: BuildHasher> Eq for Map<K, V, S> {}
