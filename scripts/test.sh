@@ -55,7 +55,7 @@ cargo test -p dlht-downstream --doc
 timed
 
 if [ "${DLHT_VALGRIND:-1}" = "1" ]; then
-  step "valgrind memcheck: stress, reclamation, batch and hasher tests (small scale)"
+  step "valgrind memcheck: stress, reclamation, batch, hasher, allocator-mode, byte-map and iteration tests (small scale)"
   if ! command -v valgrind >/dev/null; then
     if [ "${CI:-}" = "true" ]; then
       echo "valgrind is missing: installing Debian's package"
@@ -77,7 +77,7 @@ fi
 
 step "benchmark smoke runs (the comparison and each study)"
 cargo run --release -p dlht-bench -- --smoke --out target/dlht-bench-smoke
-for study in baseline batching hashers sizes counters; do
+for study in baseline batching hashers sizes counters drain; do
   cargo run --release -p dlht-bench -- "$study" --smoke --out "target/dlht-bench-smoke-$study"
 done
 cargo run --release -p dlht-bench -- profile --ops 1000 --keys-log2 12
