@@ -4,8 +4,8 @@
 //! single-thread) with papaya, dashmap, scc, flurry, leapfrog, std's
 //! RwLock<HashMap> and (one thread) hashbrown on the paper's workloads, in
 //! interleaved rounds with the machine's memory limit, and writes CSV,
-//! JSON and plots. `dlht-bench baseline|batching|hashers|sizes|counters` run
-//! the focused studies.
+//! JSON and plots. `dlht-bench baseline|batching|hashers|sizes|counters|drain`
+//! run the focused studies.
 
 mod compare;
 mod harness;
@@ -65,6 +65,9 @@ enum StudyCmd {
     /// (fetch-add, inserting when absent), dlht against dashmap, papaya and
     /// scc; every total checked.
     Counters(studies::counters::CounterArgs),
+    /// Fill then drain, repeated: each phase's rate and the resident memory
+    /// after it, dlht against dashmap, papaya and scc.
+    Drain(studies::drain::DrainArgs),
     /// Exactly --ops gets per access mode, untimed, for valgrind (see
     /// scripts/profile-gets.sh).
     Profile(studies::profile::ProfileArgs),
@@ -82,6 +85,7 @@ fn main() {
         }
         Some(StudyCmd::Sizes(a)) => studies::sizes::run(a),
         Some(StudyCmd::Counters(a)) => studies::counters::run(a),
+        Some(StudyCmd::Drain(a)) => studies::drain::run(a),
         Some(StudyCmd::Profile(a)) => {
             studies::profile::run(a);
             false

@@ -278,7 +278,7 @@ fn meminfo(field: &str) -> Option<u64> {
 }
 
 /// This process's resident memory in GiB (for the report).
-fn rss_gib() -> f64 {
+pub(crate) fn rss_gib() -> f64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     let kb = status
         .lines()

@@ -2,12 +2,13 @@
 //! comparison (same harness, rounds, limit ratios, twin check and files);
 //! `baseline` adds what only dlht has (occupancy at resize, the cost of
 //! the reclamation announcement); `hashers` compares hash functions;
-//! `profile` runs exact operation counts for callgrind; `sizes` and
-//! `counters` are their own harnesses over the allocator mode and the
-//! per-key atomics.
+//! `profile` runs exact operation counts for callgrind; `sizes`,
+//! `counters` and `drain` are their own harnesses over the allocator mode,
+//! the per-key atomics, and memory coming back.
 
 pub mod baseline;
 pub mod counters;
+pub mod drain;
 pub mod profile;
 pub mod sizes;
 
