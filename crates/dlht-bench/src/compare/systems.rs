@@ -655,8 +655,12 @@ pub const ALL: [&str; 11] = [
 ];
 
 /// The systems the comparison runs by default: all but the unbatched
-/// `LocalMap` (the batching study covers it).
-pub const DEFAULT: [&str; 10] = [
+/// `LocalMap` (the batching study covers it) and leapfrog, which is
+/// opt-in (`--systems …,leapfrog`): in the CI smoke runs on two threads
+/// its puts once lost a present key, and once its migration spun forever
+/// in the empty-table InsDel (leapfrog 0.3.3, in
+/// `Migrator::cleanup_stale_table`), hanging the run.
+pub const DEFAULT: [&str; 9] = [
     "dlht",
     "dlht-batch",
     "dlht-local-batch",
@@ -664,7 +668,6 @@ pub const DEFAULT: [&str; 10] = [
     "dashmap",
     "scc",
     "flurry",
-    "leapfrog",
     "std-rwlock",
     "hashbrown-1t",
 ];

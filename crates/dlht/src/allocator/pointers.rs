@@ -153,8 +153,9 @@ impl<E: Element, H: BuildHasher> PointerIndex<E, H> {
             };
             if done {
                 if in_list {
-                    self.collided.fetch_sub(1, Ordering::Relaxed); // a count
-                                                                   // SAFETY: the list left the index by the swap above.
+                    // Relaxed: a count.
+                    self.collided.fetch_sub(1, Ordering::Relaxed);
+                    // SAFETY: the list left the index by the swap above.
                     unsafe { retire_list(w, guard) };
                 }
                 // SAFETY: the element left the index by the operation above.
@@ -222,7 +223,8 @@ impl<E: Element, H: BuildHasher> PointerIndex<E, H> {
         if !self.swap(kw, w, new, list) {
             return Ok(false);
         }
-        self.collided.fetch_add(1, Ordering::Relaxed); // a count
+        // Relaxed: a count.
+        self.collided.fetch_add(1, Ordering::Relaxed);
         if in_list {
             // SAFETY: the old list left the index by the swap.
             unsafe { retire_list(w, guard) };
@@ -244,8 +246,8 @@ impl<E: Element, H: BuildHasher> PointerIndex<E, H> {
 
     /// Number of keys (as exact as [`Map::len`]).
     pub fn len(&self) -> usize {
+        // Relaxed: a count.
         (self.index.len() as isize + self.collided.load(Ordering::Relaxed)).max(0) as usize
-        // a count
     }
 
     /// Key words the index holds before it must grow.
