@@ -5,10 +5,12 @@
 //! allocation of a chosen size, once.
 #![cfg(not(loom))]
 
+mod common;
+
 use dlht::{AllocMap, ByteMap, Error};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
-use std::hash::{BuildHasher, Hasher};
+use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 struct RefuseOnce;
@@ -52,24 +54,7 @@ static ALLOC: RefuseOnce = RefuseOnce;
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// Every key one signature: the second key of a namespace needs a list.
-#[derive(Default)]
-struct OneSignature;
-
-impl BuildHasher for OneSignature {
-    type Hasher = Zero;
-    fn build_hasher(&self) -> Zero {
-        Zero
-    }
-}
-
-struct Zero;
-
-impl Hasher for Zero {
-    fn finish(&self) -> u64 {
-        0
-    }
-    fn write(&mut self, _: &[u8]) {}
-}
+type OneSignature = common::FewBits<0>;
 
 type Big = [u8; 1000];
 /// A node: key, value.
@@ -141,7 +126,7 @@ fn refused_allocations_are_errors_and_change_nothing() {
 #[test]
 fn refused_collision_lists_change_nothing() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let map: AllocMap<u64, Big, OneSignature> = AllocMap::with_hasher(OneSignature);
+    let map: AllocMap<u64, Big, OneSignature> = AllocMap::with_hasher(OneSignature::default());
     let g = map.guard();
     map.insert(1, [1; 1000], &g).unwrap();
     // The second key shares the signature: a list of two node pointers.

@@ -8,35 +8,12 @@
 mod common;
 
 use common::lin::{assert_linearizable, run_history};
-use common::Rng;
+use common::{FewBits, Rng};
 use dlht::{AllocMap, DefaultHashBuilder, Modulo};
 use proptest::prelude::*;
 use std::collections::{HashMap, HashSet};
-use std::hash::{BuildHasher, Hasher};
+use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-
-/// A hasher keeping only `BITS` bits of the default hash: with few bits,
-/// distinct keys share signatures all the time (collision lists).
-#[derive(Clone, Default)]
-struct FewBits<const BITS: u32>(DefaultHashBuilder);
-
-struct FewBitsHasher<const BITS: u32>(<DefaultHashBuilder as BuildHasher>::Hasher);
-
-impl<const BITS: u32> Hasher for FewBitsHasher<BITS> {
-    fn finish(&self) -> u64 {
-        self.0.finish() & ((1u64 << BITS) - 1)
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        self.0.write(bytes)
-    }
-}
-
-impl<const BITS: u32> BuildHasher for FewBits<BITS> {
-    type Hasher = FewBitsHasher<BITS>;
-    fn build_hasher(&self) -> Self::Hasher {
-        FewBitsHasher(self.0.build_hasher())
-    }
-}
 
 #[derive(Clone, Debug)]
 enum Op {

@@ -81,13 +81,7 @@ fn run<S: std::hash::BuildHasher>(m: &Map<u64, u64, S>, ops: &[Op]) {
                 assert_eq!(m.remove_if(&k, |v| v % 4 == d % 4), want, "op {i}: {op:?}");
             }
             Op::Insert(k, v) => {
-                let want = match model.get(&k) {
-                    Some(&old) => Err(old),
-                    None => {
-                        model.insert(k, v);
-                        Ok(())
-                    }
-                };
+                let want = common::model_insert(&mut model, k, v);
                 assert_eq!(m.insert(k, v), want, "op {i}: {op:?}");
             }
             Op::Remove(k) => assert_eq!(m.remove(&k), model.remove(&k), "op {i}: {op:?}"),

@@ -20,13 +20,7 @@ type Resp = Response<u64>;
 fn apply(model: &mut HashMap<u64, u64>, r: Req) -> Resp {
     match r {
         Request::Get(k) => Response::Get(model.get(&k).copied()),
-        Request::Insert(k, v) => Response::Insert(match model.get(&k) {
-            Some(&old) => Err(old),
-            None => {
-                model.insert(k, v);
-                Ok(())
-            }
-        }),
+        Request::Insert(k, v) => Response::Insert(common::model_insert(model, k, v)),
         Request::Put(k, v) => Response::Put(model.get_mut(&k).map(|s| std::mem::replace(s, v))),
         Request::Remove(k) => Response::Remove(model.remove(&k)),
         Request::Upsert(k, v) => Response::Upsert(model.insert(k, v)),

@@ -13,28 +13,13 @@ use common::Rng;
 use dlht::{Access, ByteMap, DefaultHashBuilder};
 use proptest::prelude::*;
 use std::collections::HashMap;
-use std::hash::{BuildHasher, Hasher};
+use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-/// A hasher whose every hash is 0: every key longer than 8 bytes in one
-/// namespace shares one signature, and in namespace 0 that signature is
-/// also the key word of the empty key.
-#[derive(Clone, Default)]
-struct Zero;
-
-impl Hasher for Zero {
-    fn finish(&self) -> u64 {
-        0
-    }
-    fn write(&mut self, _: &[u8]) {}
-}
-
-impl BuildHasher for Zero {
-    type Hasher = Zero;
-    fn build_hasher(&self) -> Zero {
-        Zero
-    }
-}
+/// Every hash 0: every key longer than 8 bytes in one namespace shares one
+/// signature, and in namespace 0 that signature is also the key word of
+/// the empty key.
+type Zero = common::FewBits<0>;
 
 /// What the map mixes into namespace `ns`'s key words (a copy of its
 /// internal constant: if that changes, the cross-namespace collision below
@@ -201,7 +186,7 @@ proptest! {
 
 #[test]
 fn keys_differing_only_in_trailing_zeros_or_namespace_are_distinct() {
-    let m = ByteMap::with_hasher(Zero);
+    let m = ByteMap::with_hasher(Zero::default());
     let g = m.guard();
     let keys: [&[u8]; 5] = [b"", b"\0", b"a", b"a\0", b"a\0\0\0\0\0\0\0"];
     for (i, k) in keys.iter().enumerate() {
@@ -294,7 +279,7 @@ fn check(key: u64, v: &[u8]) {
 fn values_outlive_removes_and_replacements() {
     let ops = (20_000.0 * stress_scale()) as u64;
     // Every long key on one signature: lists replaced all the time.
-    let map: ByteMap<Zero> = ByteMap::with_hasher(Zero);
+    let map: ByteMap<Zero> = ByteMap::with_hasher(Zero::default());
     // Relaxed: `stop` only ends the readers' loops, `reads` is a count.
     let stop = AtomicBool::new(false);
     let reads = AtomicUsize::new(0);

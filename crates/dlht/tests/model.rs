@@ -51,13 +51,7 @@ fn run_model(name: &str, map: &dyn MapUnderTest, ops: &[Op]) {
         match *op {
             Op::Get(k) => assert_eq!(map.get(k), model.get(&k).copied(), "{name}, op {i}: {op:?}"),
             Op::Insert(k, v) => {
-                let want = match model.get(&k) {
-                    Some(&old) => Err(old),
-                    None => {
-                        model.insert(k, v);
-                        Ok(())
-                    }
-                };
+                let want = common::model_insert(&mut model, k, v);
                 assert_eq!(map.insert(k, v), want, "{name}, op {i}: {op:?}");
             }
             Op::Put(k, v) => {

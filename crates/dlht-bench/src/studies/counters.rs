@@ -66,6 +66,11 @@ trait Counters: Sync {
 /// Keys per call of [`Counters::add_ones`] (and per dlht batch).
 const BATCH: usize = 32;
 
+/// The sum of a dlht map's counters.
+fn sum(m: &dlht::Map<u64, u64>) -> u64 {
+    m.iter().map(|(_, v)| v).sum()
+}
+
 struct Dlht(dlht::Map<u64, u64>);
 
 impl Counters for Dlht {
@@ -78,7 +83,7 @@ impl Counters for Dlht {
         }
     }
     fn total(&self) -> u64 {
-        self.0.iter().map(|(_, v)| v).sum()
+        sum(&self.0)
     }
 }
 
@@ -99,7 +104,7 @@ impl Counters for DlhtBatch {
         assert_eq!(ran, n, "dlht-batch: a batch stopped early");
     }
     fn total(&self) -> u64 {
-        self.0.iter().map(|(_, v)| v).sum()
+        sum(&self.0)
     }
 }
 

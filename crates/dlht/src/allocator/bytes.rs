@@ -10,7 +10,7 @@
 
 use super::entry::{Element, Fresh, Shape, ValueWord};
 use super::pointers::{PointerIndex, PointerIter};
-use super::{namespace_mix, prefetch_lines, Access, Guard, NAMESPACES, PASS};
+use super::{namespace_id, namespace_mix, prefetch_lines, Access, Guard, PASS};
 use crate::driver::or_panic;
 use crate::error::Error;
 use crate::hash::DefaultHashBuilder;
@@ -33,7 +33,7 @@ use core::ptr::NonNull;
 /// Keys and values up to `u32::MAX` bytes; longer ones are refused with
 /// [`Error::TooLong`], as allocation failure is with
 /// [`Error::AllocFailed`] — the map unchanged either way. Keys live in up
-/// to [`NAMESPACES`] namespaces ([`namespace`](Self::namespace)).
+/// to [`NAMESPACES`](crate::NAMESPACES) namespaces ([`namespace`](Self::namespace)).
 ///
 /// ```
 /// use dlht::ByteMap;
@@ -316,16 +316,13 @@ impl<S: BuildHasher> ByteMap<S> {
     /// lives. One guard may serve many operations and many maps.
     #[inline]
     pub fn guard(&self) -> Guard {
-        Guard { epoch: crossbeam_epoch::pin() }
+        Guard::pin()
     }
 
     /// The keys of namespace `ns` (`0..NAMESPACES`); namespace 0 is the
     /// map's own methods'.
     pub fn namespace(&self, ns: usize) -> Result<ByteNamespace<'_, S>, Error> {
-        if ns >= NAMESPACES {
-            return Err(Error::NamespaceOutOfRange { namespace: ns });
-        }
-        Ok(ByteNamespace { map: self, ns: ns as u16 })
+        Ok(ByteNamespace { map: self, ns: namespace_id(ns)? })
     }
 
     #[inline(always)]

@@ -119,6 +119,12 @@ pub struct Guard {
 }
 
 impl Guard {
+    /// Pin the current thread (what both maps' `guard` does).
+    #[inline]
+    pub(crate) fn pin() -> Guard {
+        Guard { epoch: crossbeam_epoch::pin() }
+    }
+
     /// Hand the values this thread retired to the global collector and
     /// free what no thread can still read. Reclamation does this by itself
     /// now and then; call it when memory should come back now (after
@@ -232,6 +238,15 @@ fn prefetch_node<K, V>(w: u64, access: Access) {
     prefetch_lines(vw.addr(), len);
 }
 
+/// Namespace `ns` as stored in a value word, or the error for an id out of
+/// range.
+fn namespace_id(ns: usize) -> Result<u16, Error> {
+    if ns >= NAMESPACES {
+        return Err(Error::NamespaceOutOfRange { namespace: ns });
+    }
+    Ok(ns as u16)
+}
+
 /// Mixed into a key's hash to make its signature in namespace `ns`; zero
 /// for namespace 0.
 #[inline(always)]
@@ -295,16 +310,13 @@ where
     /// lives. One guard may serve many operations and many maps.
     #[inline]
     pub fn guard(&self) -> Guard {
-        Guard { epoch: crossbeam_epoch::pin() }
+        Guard::pin()
     }
 
     /// The keys of namespace `ns` (`0..NAMESPACES`); namespace 0 is the
     /// map's own methods'.
     pub fn namespace(&self, ns: usize) -> Result<Namespace<'_, K, V, S>, Error> {
-        if ns >= NAMESPACES {
-            return Err(Error::NamespaceOutOfRange { namespace: ns });
-        }
-        Ok(Namespace { map: self, ns: ns as u16 })
+        Ok(Namespace { map: self, ns: namespace_id(ns)? })
     }
 
     #[inline(always)]
@@ -333,7 +345,7 @@ where
 
     /// Get many keys at once (paper §3.3): `out[i]` receives the value of
     /// `keys[i]`. The index lookups go through the prefetching pipeline of
-    /// [`Map::get_many`], then the entries are prefetched together before
+    /// [`Map::get_many`](crate::Map::get_many), then the entries are prefetched together before
     /// their keys are compared; with [`Access::Read`] every line of each
     /// value is prefetched too, for a caller that will read the values.
     /// Errors only if the lengths differ.
@@ -434,7 +446,7 @@ where
         self.ns0().remove(key, guard)
     }
 
-    /// Number of keys, in all namespaces (as exact as [`Map::len`]).
+    /// Number of keys, in all namespaces (as exact as [`Map::len`](crate::Map::len)).
     pub fn len(&self) -> usize {
         self.index.len()
     }
@@ -444,7 +456,7 @@ where
         self.len() == 0
     }
 
-    /// Keys the index holds before it must grow (see [`Map::capacity`]).
+    /// Keys the index holds before it must grow (see [`Map::capacity`](crate::Map::capacity)).
     pub fn capacity(&self) -> usize {
         self.index.capacity()
     }

@@ -244,7 +244,7 @@ impl<E: Element, H: BuildHasher> PointerIndex<E, H> {
         list_word(words)
     }
 
-    /// Number of keys (as exact as [`Map::len`]).
+    /// Number of keys (as exact as [`Map::len`](crate::Map::len)).
     pub fn len(&self) -> usize {
         // Relaxed: a count.
         (self.index.len() as isize + self.collided.load(Ordering::Relaxed)).max(0) as usize

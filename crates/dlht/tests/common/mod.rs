@@ -4,8 +4,9 @@
 
 pub mod lin;
 
-use dlht::{Error, LocalMap, Map, Modulo, Request, Response, Stats, StopOn};
-use std::hash::BuildHasher;
+use dlht::{DefaultHashBuilder, Error, LocalMap, Map, Modulo, Request, Response, Stats, StopOn};
+use std::collections::HashMap;
+use std::hash::{BuildHasher, Hasher};
 
 /// Tiny xorshift PRNG: deterministic per seed, no dependency.
 pub struct Rng(pub u64);
@@ -20,6 +21,42 @@ impl Rng {
 
     pub fn below(&mut self, n: u64) -> u64 {
         self.next() % n
+    }
+}
+
+/// A hasher keeping only `BITS` bits of the default hash: with few bits,
+/// distinct keys share hashes all the time (collision lists in allocator
+/// mode); `FewBits<0>` hashes everything to 0.
+#[derive(Clone, Default)]
+pub struct FewBits<const BITS: u32>(DefaultHashBuilder);
+
+pub struct FewBitsHasher<const BITS: u32>(<DefaultHashBuilder as BuildHasher>::Hasher);
+
+impl<const BITS: u32> Hasher for FewBitsHasher<BITS> {
+    fn finish(&self) -> u64 {
+        self.0.finish() & ((1u64 << BITS) - 1)
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        self.0.write(bytes)
+    }
+}
+
+impl<const BITS: u32> BuildHasher for FewBits<BITS> {
+    type Hasher = FewBitsHasher<BITS>;
+    fn build_hasher(&self) -> Self::Hasher {
+        FewBitsHasher(self.0.build_hasher())
+    }
+}
+
+/// The sequential meaning of insert-if-absent on a model map: `Err` with
+/// the value present, else the pair is inserted.
+pub fn model_insert(model: &mut HashMap<u64, u64>, k: u64, v: u64) -> Result<(), u64> {
+    match model.get(&k) {
+        Some(&old) => Err(old),
+        None => {
+            model.insert(k, v);
+            Ok(())
+        }
     }
 }
 
