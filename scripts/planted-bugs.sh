@@ -40,6 +40,7 @@ generation_relaxed a_thread_never_announces_past_the_index_it_holds
 leave_relaxed an_index_is_never_freed_under_a_reader
 shadow_dropped a_shadow_commit_racing_a_transfer_is_never_lost
 freeze_no_kill a_put_racing_a_freeze_is_never_lost
+shrink_finish_each an_insert_racing_a_merge_lands_exactly_once
 PLANTS
 
 # Plants outside the loom models, each caught by an integration test.

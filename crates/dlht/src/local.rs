@@ -24,12 +24,12 @@ use crate::batch::{Request, Response, StopOn};
 use crate::driver::{self, Front, KeyValue, Runner, DEFAULT_BINS};
 use crate::error::Error;
 use crate::hash::DefaultHashBuilder;
-use crate::protocol::transfer::transfer_bin;
+use crate::protocol::transfer::{transfer_bin, transfer_target, MAX_SHRINK_FACTOR};
 use crate::protocol::Step;
-use crate::raw::index::{BinRef, Index};
+use crate::raw::index::{BinRef, Index, MIN_BINS};
 use crate::raw::markers::Markers;
 use crate::raw::threading::Local;
-use crate::resize::next_index;
+use crate::resize::{next_index, ShrinkPolicy};
 use crate::stats::Stats;
 use crate::word::Inline;
 use core::cell::{Cell, RefCell};
@@ -59,6 +59,9 @@ pub struct LocalMap<K, V, S = DefaultHashBuilder> {
     hasher: S,
     len: Cell<usize>,
     resizes: Cell<usize>,
+    /// Shrinks, and those that fell back.
+    shrinks: Cell<(usize, usize)>,
+    shrink_policy: ShrinkPolicy,
     occupancy_at_resize: RefCell<Vec<f64>>,
     /// True while `grow` transfers bins (see the module docs on re-entry).
     growing: Cell<bool>,
@@ -117,6 +120,8 @@ impl<K: Inline, V: Inline, S: BuildHasher> LocalMap<K, V, S> {
             hasher,
             len: Cell::new(0),
             resizes: Cell::new(0),
+            shrinks: Cell::new((0, 0)),
+            shrink_policy: ShrinkPolicy::new(bins),
             occupancy_at_resize: RefCell::new(Vec::new()),
             growing: Cell::new(false),
             _kv: PhantomData,
@@ -153,6 +158,48 @@ impl<K: Inline, V: Inline, S: BuildHasher> LocalMap<K, V, S> {
         let old_ptr = self.index.replace(Box::into_raw(Box::new(next)));
         // SAFETY: `old_ptr` came from Box::into_raw, and nothing refers to
         // it any more (see `index`).
+        drop(unsafe { Box::from_raw(old_ptr) });
+        Ok(())
+    }
+
+    /// Replace the index by a smaller one of `target_bins` bins (at most
+    /// `MAX_SHRINK_FACTOR` times smaller), with the concurrent map's shrink
+    /// protocol: a target whose sources do not fit one bin sends them to a
+    /// fallback as large as the old index, and the smaller index is then
+    /// grown into it (see `resize`).
+    fn shrink(&self, target_bins: usize) -> Result<(), Error> {
+        let old = self.index();
+        let target = target_bins.max(old.bins() / MAX_SHRINK_FACTOR).max(MIN_BINS);
+        if target >= old.bins() {
+            return Ok(());
+        }
+        let next = Index::new(target, old.markers, old.generation + 1)?;
+        let fallback = Box::new(Index::new(old.bins(), old.markers, old.generation + 2)?);
+        self.growing.set(true);
+        let hash = |w| self.hash_word(w);
+        for t in 0..target {
+            transfer_target::<Local>(old, t, &next, &fallback, &hash);
+        }
+        let fell_back = next.next_index().is_some();
+        if fell_back {
+            for b in 0..next.bins() {
+                transfer_bin::<Local>(&next, b, &fallback, &hash);
+            }
+        }
+        self.growing.set(false);
+        let (shrinks, fallbacks) = self.shrinks.get();
+        self.shrinks.set((shrinks + 1, fallbacks + fell_back as usize));
+        self.resizes.set(self.resizes.get() + 1 + fell_back as usize);
+        let new = if fell_back {
+            self.shrink_policy.fell_back(self.len());
+            fallback
+        } else {
+            Box::new(next)
+        };
+        let old_ptr = self.index.replace(Box::into_raw(new));
+        // SAFETY: `old_ptr` came from Box::into_raw, and nothing refers to
+        // it any more (see `index`). (`next`, if unused, is dropped here; its
+        // successor pointer to the fallback is never followed again.)
         drop(unsafe { Box::from_raw(old_ptr) });
         Ok(())
     }
@@ -265,9 +312,44 @@ impl<K: Inline, V: Inline, S: BuildHasher> LocalMap<K, V, S> {
         Ok(())
     }
 
+    /// Shrink the index to the smallest that holds the map's keys with the
+    /// headroom [`with_capacity`](Self::with_capacity) leaves; see
+    /// [`Map::shrink_to_fit`](crate::Map::shrink_to_fit). A `LocalMap` also
+    /// shrinks on its own, under the same rule as `Map`.
+    ///
+    /// ```
+    /// let m = dlht::LocalMap::<u64, u64>::with_capacity(1 << 20);
+    /// m.insert(7, 7).unwrap();
+    /// m.shrink_to_fit();
+    /// assert!(m.capacity() < 100);
+    /// assert_eq!(m.get(&7), Some(7));
+    /// ```
+    pub fn shrink_to_fit(&self) {
+        self.shrink_to(0)
+    }
+
+    /// Shrink the index, keeping room for at least `min_capacity` keys (and
+    /// for every key present).
+    pub fn shrink_to(&self, min_capacity: usize) {
+        let Ok(want) = driver::bins_for(self.len().max(min_capacity)) else { return };
+        while self.index().bins() > want {
+            let before = self.index().bins();
+            // An index that cannot be allocated only means no shrink.
+            if self.shrink(want).is_err() || self.index().bins() >= before {
+                return;
+            }
+        }
+    }
+
     /// A snapshot of the index's shape and occupancy (scans the index).
     pub fn stats(&self) -> Stats {
-        Stats::of(self.index(), self.resizes.get(), self.occupancy_at_resize.borrow().clone(), 0)
+        Stats::of(
+            self.index(),
+            self.resizes.get(),
+            self.shrinks.get(),
+            self.occupancy_at_resize.borrow().clone(),
+            0,
+        )
     }
 }
 
@@ -314,7 +396,14 @@ impl<K: Inline, V: Inline, S: BuildHasher> Runner for LocalMap<K, V, S> {
             let bin = idx.bin_as::<Local>(idx.bin_of(hash));
             match op(&bin) {
                 Step::Done(r) => {
-                    self.len.set(self.len.get().wrapping_add_signed(len_delta(&r) as isize));
+                    let d = len_delta(&r);
+                    self.len.set(self.len.get().wrapping_add_signed(d as isize));
+                    if d < 0 {
+                        if let Some(target) = self.shrink_policy.target(idx.bins(), self.len.get()) {
+                            // An index that cannot be allocated only means no shrink.
+                            let _ = self.shrink(target);
+                        }
+                    }
                     return Ok(r);
                 }
                 Step::Moved => unreachable!("dlht invariant: a local map finishes every resize it starts"),

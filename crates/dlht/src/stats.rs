@@ -21,9 +21,15 @@ pub struct Stats {
     pub occupied_slots: usize,
     /// `occupied_slots / slots`.
     pub load_factor: f64,
-    /// Resizes completed.
+    /// Resizes completed (grows and shrinks).
     pub resizes: usize,
-    /// Load factor of each replaced index when its resize finished.
+    /// Of those, shrinks (a shrink that fell back counts here, and its
+    /// grow back into the fallback counts as a resize).
+    pub shrinks: usize,
+    /// Shrinks that fell back: some bin's keys could not be merged (an
+    /// uneven hash), so the map returned to its former size.
+    pub shrinks_fell_back: usize,
+    /// Load factor of each index replaced by a grow, when its resize finished.
     pub occupancy_at_resize: Vec<f64>,
     /// Replaced indexes not yet freed: a thread was inside them at its last
     /// leave. Reported as found (`stats` frees nothing itself); 0 whenever
@@ -36,6 +42,7 @@ impl Stats {
     pub(crate) fn of(
         idx: &Index,
         resizes: usize,
+        (shrinks, shrinks_fell_back): (usize, usize),
         occupancy_at_resize: Vec<f64>,
         awaiting_free: usize,
     ) -> Stats {
@@ -65,6 +72,8 @@ impl Stats {
             occupied_slots: occupied,
             load_factor: occupied as f64 / slots as f64,
             resizes,
+            shrinks,
+            shrinks_fell_back,
             occupancy_at_resize,
             indexes_awaiting_free: awaiting_free,
         }

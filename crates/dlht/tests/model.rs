@@ -19,6 +19,7 @@ enum Op {
     Put(u64, u64),
     Remove(u64),
     Upsert(u64, u64),
+    ShrinkToFit,
 }
 
 /// Keys: a small dense range (many collisions and reuse), the extremes, the
@@ -42,6 +43,8 @@ fn op_strategy() -> impl Strategy<Value = Op> {
         2 => (key_strategy(), v.clone()).prop_map(|(k, v)| Op::Put(k, v)),
         2 => key_strategy().prop_map(Op::Remove),
         1 => (key_strategy(), v).prop_map(|(k, v)| Op::Upsert(k, v)),
+        // Rare: a shrink moves every key, and a sequence needs keys to move.
+        1 => proptest::bool::weighted(0.05).prop_map(|s| if s { Op::ShrinkToFit } else { Op::Get(0) }),
     ]
 }
 
@@ -60,6 +63,7 @@ fn run_model(name: &str, map: &dyn MapUnderTest, ops: &[Op]) {
             }
             Op::Remove(k) => assert_eq!(map.remove(k), model.remove(&k), "{name}, op {i}: {op:?}"),
             Op::Upsert(k, v) => assert_eq!(map.upsert(k, v), model.insert(k, v), "{name}, op {i}: {op:?}"),
+            Op::ShrinkToFit => map.shrink_to_fit(),
         }
         assert_eq!(map.len(), model.len(), "{name}, len after op {i}");
     }

@@ -7,18 +7,31 @@
 use crate::reclaim::Reclaim;
 use crate::sync::{AtomicU64, Ordering};
 
-/// Inserts minus removes by one thread (wrapping, as i64 bits).
+/// Inserts minus removes by one thread (wrapping, as i64 bits), and the
+/// thread's removes, which pace the checks for automatic shrinking.
 #[derive(Default)]
-pub struct LenShare(AtomicU64);
+pub struct LenShare(AtomicU64, AtomicU64);
+
+/// A thread checks whether the map should shrink once per this many
+/// removes: the check sums every thread's share.
+pub const REMOVES_PER_SHRINK_CHECK: u64 = 1024;
 
 impl LenShare {
     /// Count a key inserted (+1) or removed (-1) by the owning thread.
+    /// Returns true when the caller should check for shrinking.
     #[inline]
-    pub fn add(&self, delta: i64) {
-        // Relaxed load+store: only the owning thread writes this word;
-        // readers sum it and tolerate staleness (len is exact when quiescent).
+    pub fn add(&self, delta: i64) -> bool {
+        // Relaxed loads+stores: only the owning thread writes these words;
+        // readers sum the first and tolerate staleness (len is exact when
+        // quiescent); nobody else reads the second.
         let v = self.0.load(Ordering::Relaxed);
         self.0.store(v.wrapping_add(delta as u64), Ordering::Relaxed);
+        if delta >= 0 {
+            return false;
+        }
+        let r = self.1.load(Ordering::Relaxed).wrapping_add(1);
+        self.1.store(r, Ordering::Relaxed);
+        r % REMOVES_PER_SHRINK_CHECK == 0
     }
 }
 

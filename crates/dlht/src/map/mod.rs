@@ -17,13 +17,13 @@ use crate::error::Error;
 use crate::hash::DefaultHashBuilder;
 use crate::map::state::Core;
 use crate::protocol::Step;
-use crate::raw::index::{BinRef, Index};
+use crate::raw::index::{BinRef, Index, ResizeState};
 use crate::raw::markers::Markers;
 use crate::raw::threading::Shared;
 use crate::reclaim::Guard;
 use crate::resize;
 use crate::stats::Stats;
-use crate::sync::backoff;
+use crate::sync::{backoff, Ordering};
 use crate::word::Inline;
 use core::hash::BuildHasher;
 use core::marker::PhantomData;
@@ -357,6 +357,91 @@ impl<K: Inline, V: Inline, S: BuildHasher> Map<K, V, S> {
         }
     }
 
+    /// Shrink the index to the smallest that holds the map's keys with the
+    /// headroom [`with_capacity`](Self::with_capacity) leaves (about 1.5
+    /// keys per bin), if that is smaller than the index now. Non-blocking
+    /// like any resize: other threads keep working; an operation on a bin
+    /// being moved waits for that bin, and inserts that find the smaller
+    /// index full grow it again. Memory of the old index is returned once
+    /// no thread is inside it.
+    ///
+    /// Maps also shrink on their own once fewer than one key per eight
+    /// bins remains (checked every 1024 removes of a thread), never below
+    /// the capacity they were built with; see the crate docs on Memory.
+    /// An index that cannot be allocated only means no shrink: the map is
+    /// unchanged.
+    ///
+    /// ```
+    /// let m = dlht::Map::<u64, u64>::new();
+    /// for k in 0..100_000 {
+    ///     m.insert(k, k).unwrap();
+    /// }
+    /// let big = m.capacity();
+    /// for k in 10..100_000 {
+    ///     m.remove(&k);
+    /// }
+    /// m.shrink_to_fit();
+    /// assert!(m.capacity() < big / 100);
+    /// assert_eq!(m.len(), 10);
+    /// assert_eq!(m.get(&3), Some(3));
+    /// ```
+    pub fn shrink_to_fit(&self) {
+        self.shrink_to(0)
+    }
+
+    /// Shrink the index, keeping room for at least `min_capacity` keys (and
+    /// for every key present); see [`shrink_to_fit`](Self::shrink_to_fit).
+    ///
+    /// ```
+    /// let m = dlht::Map::<u64, u64>::with_capacity(1 << 20);
+    /// m.insert(1, 1).unwrap();
+    /// m.shrink_to(1000);
+    /// assert!(m.capacity() >= 1000 && m.capacity() < 1 << 16);
+    /// ```
+    pub fn shrink_to(&self, min_capacity: usize) {
+        let Ok(want) = driver::bins_for(self.len().max(min_capacity)) else { return };
+        let mut spins = 0;
+        loop {
+            let guard = self.core.pin();
+            let idx = self.core.current(&guard);
+            if idx.bins() <= want {
+                return;
+            }
+            if let Some(next) = idx.next_index() {
+                if next.bins() > idx.bins() {
+                    return; // a grow (or a shrink's fallback) is under way: it wins
+                }
+            } else if idx.resize.phase.load(Ordering::Relaxed) != ResizeState::IDLE {
+                // Relaxed: a hint; `shrink` decides with a CAS.
+                return; // held by a snapshot, or another thread is allocating
+            }
+            // Starts a shrink, or helps the one under way; then waits for
+            // its publication (other helpers may hold the last chunks).
+            let fallbacks = self.core.shrinks().1;
+            if resize::shrink(&self.core, &guard, idx, &|w| self.hash_word(w), want).is_err()
+                || self.core.shrinks().1 != fallbacks
+            {
+                return; // no memory for it, or keys too uneven to merge
+            }
+            backoff(&mut spins);
+        }
+    }
+
+    /// Automatic shrinking (see [`shrink_to_fit`](Self::shrink_to_fit)),
+    /// checked by a thread every `REMOVES_PER_SHRINK_CHECK` removes.
+    #[cold]
+    fn maybe_shrink(&self, guard: &Guard<'_>) {
+        let idx = self.core.current(guard);
+        if idx.next_index().is_some() {
+            return; // a resize is under way
+        }
+        let keys = len::sum(&self.core.reclaim);
+        if let Some(target) = self.core.shrink_policy.target(idx.bins(), keys) {
+            // An index that cannot be allocated only means no shrink now.
+            let _ = resize::shrink(&self.core, guard, idx, &|w| self.hash_word(w), target);
+        }
+    }
+
     /// A weakly consistent iterator over the entries: every key present for
     /// the whole iteration is yielded exactly once, even across resizes;
     /// keys inserted or removed meanwhile may or may not be (see [`Iter`]).
@@ -378,7 +463,13 @@ impl<K: Inline, V: Inline, S: BuildHasher> Map<K, V, S> {
     pub fn stats(&self) -> Stats {
         let guard = self.core.pin();
         let idx = self.core.current(&guard);
-        Stats::of(idx, self.core.resizes(), self.core.occupancy_at_resize(), self.core.reclaim.pending())
+        Stats::of(
+            idx,
+            self.core.resizes(),
+            self.core.shrinks(),
+            self.core.occupancy_at_resize(),
+            self.core.reclaim.pending(),
+        )
     }
 }
 
@@ -436,8 +527,9 @@ impl<K: Inline, V: Inline, S: BuildHasher> Runner for Session<'_, K, V, S> {
             match op(&bin) {
                 Step::Done(r) => {
                     let d = len_delta(&r);
-                    if d != 0 {
-                        self.guard.record().len.add(d); // gets and puts skip this store
+                    // Gets and puts skip these stores.
+                    if d != 0 && self.guard.record().len.add(d) {
+                        self.map.maybe_shrink(self.guard);
                     }
                     return Ok(r);
                 }

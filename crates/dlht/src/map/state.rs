@@ -5,6 +5,7 @@ use crate::error::Error;
 use crate::raw::index::Index;
 use crate::raw::markers::Markers;
 use crate::reclaim::{Guard, Reclaim};
+use crate::resize::ShrinkPolicy;
 use crate::sync::{AtomicPtr, AtomicU64, AtomicUsize, Mutex, Ordering};
 
 /// Shared state behind a map.
@@ -21,6 +22,11 @@ pub struct Core {
     occupancy_at_resize: Mutex<Vec<f64>>,
     /// Bins per transfer chunk (`resize`).
     chunk_bins: usize,
+    /// Shrinks published, and those that fell back (statistics).
+    shrinks: AtomicUsize,
+    shrinks_fell_back: AtomicUsize,
+    /// When to shrink on its own.
+    pub shrink_policy: ShrinkPolicy,
 }
 
 impl Core {
@@ -46,6 +52,9 @@ impl Core {
             chunks: AtomicUsize::new(0),
             occupancy_at_resize: Mutex::new(Vec::new()),
             chunk_bins: crate::resize::CHUNK_BINS,
+            shrinks: AtomicUsize::new(0),
+            shrinks_fell_back: AtomicUsize::new(0),
+            shrink_policy: ShrinkPolicy::new(bins),
         })
     }
 
@@ -75,8 +84,17 @@ impl Core {
     pub fn publish(&self, old: &Index, next: &Index) {
         // Relaxed counters below: statistics; the chunk counter's AcqRel
         // already ordered every transfer before this point.
-        let occupancy = self.transferred.swap(0, Ordering::Relaxed) as f64 / old.slot_capacity() as f64;
-        self.occupancy_at_resize.lock().unwrap_or_else(|e| e.into_inner()).push(occupancy);
+        let keys = self.transferred.swap(0, Ordering::Relaxed);
+        if next.bins() > old.bins() {
+            let occupancy = keys as f64 / old.slot_capacity() as f64;
+            self.occupancy_at_resize.lock().unwrap_or_else(|e| e.into_inner()).push(occupancy);
+        } else {
+            self.shrinks.fetch_add(1, Ordering::Relaxed);
+            if next.next_index().is_some() {
+                self.shrinks_fell_back.fetch_add(1, Ordering::Relaxed);
+                self.shrink_policy.fell_back(keys);
+            }
+        }
         let old_ptr = old as *const Index as *mut Index;
         self.current.store(next as *const Index as *mut Index, Ordering::SeqCst);
         self.generation.store(next.generation, Ordering::SeqCst);
@@ -86,6 +104,12 @@ impl Core {
         // It is freed when the last thread inside it leaves, the publisher
         // (inside the map now) included.
         unsafe { self.reclaim.retire(old_ptr) };
+    }
+
+    /// Shrinks published, and how many of them fell back.
+    pub fn shrinks(&self) -> (usize, usize) {
+        // Relaxed: statistics.
+        (self.shrinks.load(Ordering::Relaxed), self.shrinks_fell_back.load(Ordering::Relaxed))
     }
 
     /// Count a finished transfer chunk and the keys it copied (for the

@@ -11,10 +11,13 @@
 //!    pair), so once it succeeds no put can succeed here any more: the copy
 //!    is final.
 //! T3 store DoneTransfer: operations now go to the next index.
+//!
+//! A shrink merges several source bins into one target bin and runs the
+//! same steps on all of them together ([`transfer_target`]).
 
 use super::link_needed;
-use crate::raw::header::{BinState, SlotState};
-use crate::raw::index::{Claimant, Index};
+use crate::raw::header::{BinState, Header, SlotState, SLOTS_PER_BIN};
+use crate::raw::index::{BinRef, Claimant, Index};
 use crate::raw::threading::Threading;
 
 /// Transfer bin `b` of `old` into `new`. Returns the number of keys copied.
@@ -40,7 +43,7 @@ impl Drop for AbortOnUnwind {
     #[cold]
     fn drop(&mut self) {
         eprintln!(
-            "dlht: the hasher panicked while a bin was being transferred to a larger index; \
+            "dlht: the hasher panicked while a bin was being transferred to another index; \
              the bin can be neither finished nor rolled back, so the process aborts"
         );
         std::process::abort();
@@ -50,18 +53,116 @@ impl Drop for AbortOnUnwind {
 #[inline(always)]
 fn transfer_bin_inner<T: Threading>(old: &Index, b: usize, new: &Index, hash: &dyn Fn(u64) -> u64) -> usize {
     let bin = old.bin_as::<T>(b);
+    let Some(h) = claim(&bin) else {
+        return 0; // forwarded by a shrink that fell back: nothing here
+    };
+    let copied = copy_out(&bin, h, new, hash);
+    finish(&bin, h);
+    copied
+}
+
+/// Transfer into bin `t` of the smaller index `new` every source bin of
+/// `old` that merges into it (`t + i·new.bins()`). Returns the keys copied.
+/// The caller owns target `t` (it claimed its chunk).
+///
+/// S1 T1 on every source: their key counts are frozen from here.
+/// S2 if the sources' Valid and Shadow slots fit one bin (at most 15;
+///    links for a transfer are reserved for every bin full), T2 copies them
+///    into `t`. Otherwise (an uneven hash, or a burst of inserts since the
+///    shrink began) the target does not exist: each source is copied into
+///    the same bin of `fallback`, an index as large as `old` that becomes
+///    `new`'s successor, and `t` is stored DoneTransfer, so operations that
+///    reach it move on to `fallback`; `new` is then grown into `fallback`
+///    before it is published (`resize`). The count is an upper bound (a
+///    removed slot not yet released counts), so a misjudged bin only takes
+///    the slower path.
+/// S3 T3 on every source, only now: until the target is complete no
+///    operation can reach it, so the owner stores of `place` stay valid.
+pub fn transfer_target<T: Threading>(
+    old: &Index,
+    t: usize,
+    new: &Index,
+    fallback: &Index,
+    hash: &dyn Fn(u64) -> u64,
+) -> usize {
+    let unwinding = AbortOnUnwind;
+    let sources = old.bins() / new.bins();
+    debug_assert!(sources <= MAX_SHRINK_FACTOR, "dlht invariant: a shrink merges at most 16 bins");
+    let mut claimed = [(0usize, Header::default()); MAX_SHRINK_FACTOR];
+    let mut held = 0;
+    for i in 0..sources {
+        let s = t + i * new.bins();
+        let h = claim(&old.bin_as::<T>(s)).expect("dlht invariant: a shrink source was transferred twice");
+        claimed[held] = (s, h);
+        held += 1;
+    }
+    let claimed = &claimed[..held];
+    let bound: usize = claimed
+        .iter()
+        .map(|&(_, h)| h.slots_in(SlotState::Valid).or(h.slots_in(SlotState::Shadow)).count())
+        .sum();
+    let fits = bound <= SLOTS_PER_BIN;
+    let dest = if fits {
+        new
+    } else {
+        new.attach_fallback(fallback);
+        fallback
+    };
+    let mut copied = 0;
+    for &(s, h) in claimed {
+        copied += copy_out(&old.bin_as::<T>(s), h, dest, hash); // S2
+                                                                // Planted bug (scripts/planted-bugs.sh): finish each source as soon
+                                                                // as it is copied, so an operation can reach a half-filled target.
+        if cfg!(dlht_plant = "shrink_finish_each") {
+            finish(&old.bin_as::<T>(s), h);
+        }
+    }
+    if !fits {
+        new.bin_as::<T>(t)
+            .bucket
+            .header
+            .store_owned(Header::default().with_bin_state(BinState::DoneTransfer));
+    }
+    for &(s, h) in claimed {
+        if !cfg!(dlht_plant = "shrink_finish_each") {
+            finish(&old.bin_as::<T>(s), h); // S3
+        }
+    }
+    core::mem::forget(unwinding);
+    copied
+}
+
+/// Most source bins one shrink step merges into a target.
+pub const MAX_SHRINK_FACTOR: usize = 16;
+
+/// T1: CAS the header NoTransfer → InTransfer, waiting out nothing (only
+/// the transfer's owner moves a bin out of NoTransfer during a resize).
+/// Returns the claimed header, or None if the bin is already DoneTransfer:
+/// a bin of a shrink's target index that the shrink forwarded.
+fn claim<T: Threading>(bin: &BinRef<'_, T>) -> Option<Header> {
     let mut h = bin.header();
     loop {
-        debug_assert_eq!(h.bin_state(), BinState::NoTransfer, "dlht invariant: bin transferred twice");
+        match h.bin_state() {
+            BinState::NoTransfer => {}
+            BinState::DoneTransfer => return None,
+            BinState::InTransfer => panic!("dlht invariant: bin transferred twice"),
+        }
         let claimed = h.with_bin_state(BinState::InTransfer);
         match bin.cas_header(h, claimed) {
-            Ok(()) => {
-                h = claimed; // T1
-                break;
-            }
+            Ok(()) => return Some(claimed),
             Err(found) => h = found,
         }
     }
+}
+
+/// T3: the bin's keys are in the next index.
+fn finish<T: Threading>(bin: &BinRef<'_, T>, h: Header) {
+    bin.bucket.header.store_owned(h.with_bin_state(BinState::DoneTransfer));
+}
+
+/// T2 on a bin claimed with header `h`: kill each Valid or Shadow slot and
+/// copy what it held into `dest`. Returns the keys copied.
+fn copy_out<T: Threading>(bin: &BinRef<'_, T>, h: Header, dest: &Index, hash: &dyn Fn(u64) -> u64) -> usize {
     let (dead, pending, shadow) = (bin.dead(), bin.pending(), bin.shadow());
     let mut lm = None;
     let mut copied = 0;
@@ -75,10 +176,10 @@ fn transfer_bin_inner<T: Threading>(old: &Index, b: usize, new: &Index, hash: &d
             return;
         }
         if w.0 == shadow {
-            place::<T>(new, hash(w.1), w, state);
+            place::<T>(dest, hash(w.1), w, state);
             copied += 1;
         } else if w.0 != pending {
-            place::<T>(new, hash(w.0), w, SlotState::Valid); // T2
+            place::<T>(dest, hash(w.0), w, SlotState::Valid); // T2
             copied += 1;
         }
     };
@@ -105,15 +206,16 @@ fn transfer_bin_inner<T: Threading>(old: &Index, b: usize, new: &Index, hash: &d
             }
         }
     }
-    bin.bucket.header.store_owned(h.with_bin_state(BinState::DoneTransfer)); // T3
     copied
 }
 
 /// Put a transferred pair into its bin of `new`. The bin is reachable by no
-/// other thread yet (its source bin is InTransfer, and distinct source bins
-/// feed distinct target bins because the new mask extends the old one), so
-/// plain owner stores suffice. It holds at most the 15 keys of one source
-/// bin, and link buckets for transfers are reserved for the worst case.
+/// other thread yet (when growing, its source bin is InTransfer, and
+/// distinct source bins feed distinct target bins because the new mask
+/// extends the old one; when shrinking, every source of the target is
+/// InTransfer until all are copied), so plain owner stores suffice. It
+/// holds at most 15 keys (one source bin's, or sources counted to fit), and
+/// link buckets for transfers are reserved for every bin full.
 fn place<T: Threading>(new: &Index, hash: u64, (key, value): (u64, u64), state: SlotState) {
     let bin = new.bin_as::<T>(new.bin_of(hash));
     let h = bin.header();

@@ -35,12 +35,28 @@ pub enum Claimant {
 
 /// Per-index resize coordination (used by `resize`).
 pub struct ResizeState {
-    /// 0 idle, 1 allocating the next index, 2 next index published.
+    /// [`IDLE`](Self::IDLE), [`ALLOCATING`](Self::ALLOCATING),
+    /// [`PUBLISHED`](Self::PUBLISHED) or [`SNAPSHOT`](Self::SNAPSHOT).
     pub phase: AtomicUsize,
     /// Next chunk of bins to hand out for transfer.
     pub next_chunk: AtomicUsize,
     /// Chunks fully transferred.
     pub chunks_done: AtomicUsize,
+    /// A shrink's fallback: an index as large as this one, which targets
+    /// too full to merge are copied into (see `transfer_target`). Null for a
+    /// grow, and once the shrink's publisher took it.
+    pub fallback: AtomicPtr<Index>,
+}
+
+impl ResizeState {
+    /// No resize under way.
+    pub const IDLE: usize = 0;
+    /// A thread is allocating the next index.
+    pub const ALLOCATING: usize = 1;
+    /// The next index is attached: transfer chunks may be claimed.
+    pub const PUBLISHED: usize = 2;
+    /// A snapshot holds the index: no resize can start (growers wait).
+    pub const SNAPSHOT: usize = 3;
 }
 
 /// An array of bins and its link buckets.
@@ -133,6 +149,7 @@ impl Index {
                 phase: AtomicUsize::new(0),
                 next_chunk: AtomicUsize::new(0),
                 chunks_done: AtomicUsize::new(0),
+                fallback: AtomicPtr::new(core::ptr::null_mut()),
             },
             #[cfg(loom)]
             liveness: loom::cell::UnsafeCell::new(0),
@@ -196,6 +213,24 @@ impl Index {
         let p = Box::into_raw(next);
         self.next.store(p, Ordering::Release);
         p
+    }
+
+    /// A shrink into this index fell back for some target: `fallback`
+    /// becomes the next index (if no other target did so first), and the
+    /// resize phase says so, so that once this index is current it is grown
+    /// into `fallback` rather than into a new allocation. Called before
+    /// any operation can reach this index's forwarded bin. AcqRel/Acquire:
+    /// the winner publishes the zeroed fallback as `attach_next` does; a
+    /// loser only needs to see that it is there.
+    pub fn attach_fallback(&self, fallback: &Index) {
+        let p = fallback as *const Index as *mut Index;
+        match self.next.compare_exchange(core::ptr::null_mut(), p, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => {}
+            Err(found) => debug_assert_eq!(found, p, "dlht invariant: a shrink target has another successor"),
+        }
+        // Release: pairs with the Acquire of a later phase CAS, which then
+        // finds the successor attached.
+        self.resize.phase.store(ResizeState::PUBLISHED, Ordering::Release);
     }
 
     /// The next index, if a resize has allocated one. Acquire: pairs with the

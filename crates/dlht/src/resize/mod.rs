@@ -13,23 +13,42 @@
 //!    other bins run on; an operation on a bin in transfer waits for it.
 //! R4 The thread finishing the last chunk makes the next index current and
 //!    retires the old one (`reclaim`), freed once no thread can read it.
+//!
+//! Shrinking ([`shrink`]) runs the same steps into a smaller index, after
+//! "Resizable, Scalable, Concurrent Hash Tables via Relativistic
+//! Programming" (USENIX ATC 2011), which shrinks by merging the buckets
+//! that share low hash bits while readers go on. Here a chunk is a range of
+//! *target* bins, each filled from all its sources at once
+//! (`transfer_target`), so a target is complete before any operation can
+//! reach it. A target whose sources hold more than a bin's 15 slots is not
+//! merged: its sources go into a fallback index as large as the old one,
+//! the smaller index is grown into that fallback right after it is
+//! published, and the map ends where it began (two transfers spent).
+//! Operations on other bins never wait, as for a grow.
+//!
+//! When: [`ShrinkPolicy`] shrinks once fewer than one key per eight bins
+//! remains, to about two bins per key (at most 16× smaller per step, never
+//! below the capacity the map was built with). A grow happens near two keys
+//! per bin and lands near one key per two bins, so after either resize the
+//! key count must change about fourfold before the other can follow: the
+//! two cannot alternate.
 
 use crate::error::Error;
 use crate::map::state::Core;
-use crate::raw::index::{Index, MAX_BINS};
+use crate::protocol::transfer::{transfer_bin, transfer_target, MAX_SHRINK_FACTOR};
+use crate::raw::index::{Index, ResizeState, MAX_BINS, MIN_BINS};
 use crate::raw::threading::Shared;
 use crate::reclaim::Guard;
-use crate::sync::{backoff, Ordering};
+use crate::sync::{backoff, AtomicUsize, Ordering};
 
 /// Bins per transfer chunk (a map's default; tests set smaller chunks so
 /// that small indexes transfer in many chunks, with helpers).
 pub const CHUNK_BINS: usize = 16 * 1024;
 
-const IDLE: usize = 0;
-const ALLOCATING: usize = 1;
-const PUBLISHED: usize = 2;
-/// A snapshot holds the index: it cannot start a resize (growers wait).
-const SNAPSHOT: usize = 3;
+const IDLE: usize = ResizeState::IDLE;
+const ALLOCATING: usize = ResizeState::ALLOCATING;
+const PUBLISHED: usize = ResizeState::PUBLISHED;
+const SNAPSHOT: usize = ResizeState::SNAPSHOT;
 
 /// Number of bins of the index that replaces one of `bins` bins.
 pub fn grown_bins(bins: usize) -> usize {
@@ -52,6 +71,82 @@ pub fn next_index(idx: &Index, min_bins: usize) -> Result<Index, Error> {
         return Err(Error::CapacityOverflow);
     }
     Index::new(grown_bins(bins).max(min_bins).min(MAX_BINS), idx.markers, idx.generation + 1)
+}
+
+/// When a map shrinks on its own (see the module docs).
+pub struct ShrinkPolicy {
+    /// Never below this many bins: the capacity the map was built with.
+    floor_bins: usize,
+    /// Wait until fewer keys than this remain: half the count at which a
+    /// shrink last fell back (keys hashed too unevenly to merge), so that an
+    /// uneven hash cannot make every check retry.
+    below_keys: AtomicUsize,
+}
+
+impl ShrinkPolicy {
+    /// A policy for a map built with `floor_bins` bins.
+    pub fn new(floor_bins: usize) -> Self {
+        ShrinkPolicy { floor_bins, below_keys: AtomicUsize::new(usize::MAX) }
+    }
+
+    /// The bins an index of `bins` bins holding `keys` keys should shrink
+    /// to: `None` while at least one key per eight bins remains, else about
+    /// two bins per key, never below the floor.
+    pub fn target(&self, bins: usize, keys: usize) -> Option<usize> {
+        // Relaxed: a heuristic threshold.
+        if keys.saturating_mul(8) >= bins || keys >= self.below_keys.load(Ordering::Relaxed) {
+            return None;
+        }
+        let target = keys.saturating_mul(2).max(self.floor_bins).max(MIN_BINS).next_power_of_two();
+        (target < bins).then_some(target)
+    }
+
+    /// A shrink of a map holding `keys` keys fell back.
+    pub fn fell_back(&self, keys: usize) {
+        self.below_keys.store(keys / 2, Ordering::Relaxed); // a heuristic threshold
+    }
+}
+
+/// Shrink `idx` towards `target_bins` bins (one step: at most
+/// `MAX_SHRINK_FACTOR` times smaller), or help the resize already under
+/// way. Does nothing if `idx` is no longer current, is held by a snapshot,
+/// or is already that small. Fails only if the smaller index (or its
+/// fallback) cannot be allocated; the map is unchanged then.
+pub fn shrink(
+    core: &Core,
+    guard: &Guard<'_>,
+    idx: &Index,
+    hash: &dyn Fn(u64) -> u64,
+    target_bins: usize,
+) -> Result<(), Error> {
+    let target = target_bins.max(idx.bins() / MAX_SHRINK_FACTOR).max(MIN_BINS);
+    if target >= idx.bins() || core.current(guard).generation != idx.generation {
+        return Ok(());
+    }
+    // AcqRel/Acquire: as in `grow`, the phase hands roles over.
+    match idx.resize.phase.compare_exchange(IDLE, ALLOCATING, Ordering::AcqRel, Ordering::Acquire) {
+        Ok(_) => {
+            let allocated = Index::new(target, idx.markers, idx.generation + 1)
+                .and_then(|next| Ok((next, Index::new(idx.bins(), idx.markers, idx.generation + 2)?)));
+            match allocated {
+                Ok((next, fallback)) => {
+                    // Relaxed: `attach_next`'s Release publishes it with the
+                    // next index, before any helper can look for it.
+                    idx.resize.fallback.store(Box::into_raw(Box::new(fallback)), Ordering::Relaxed);
+                    idx.attach_next(Box::new(next));
+                    idx.resize.phase.store(PUBLISHED, Ordering::Release);
+                }
+                Err(e) => {
+                    idx.resize.phase.store(IDLE, Ordering::Release);
+                    return Err(e);
+                }
+            }
+        }
+        Err(PUBLISHED) => {}     // a resize is under way: help it
+        Err(_) => return Ok(()), // another thread is allocating, or a snapshot holds it
+    }
+    help(core, idx, hash);
+    Ok(())
 }
 
 /// R1–R3: grow `idx` (or help the resize already under way), transferring
@@ -127,10 +222,14 @@ pub fn release_snapshot(idx: &Index) {
 }
 
 /// R3–R4: transfer chunks of `idx` into its next index until none is left.
+/// A chunk is a range of source bins when growing, of target bins when
+/// shrinking.
 fn help(core: &Core, idx: &Index, hash: &dyn Fn(u64) -> u64) {
     let Some(next) = idx.next_index() else { return };
+    let shrinking = next.bins() < idx.bins();
     let chunk_bins = core.chunk_bins();
-    let chunks = idx.bins().div_ceil(chunk_bins);
+    let units = next.bins().min(idx.bins());
+    let chunks = units.div_ceil(chunk_bins);
     loop {
         // Relaxed: chunk numbers only need to be distinct.
         let c = idx.resize.next_chunk.fetch_add(1, Ordering::Relaxed);
@@ -138,16 +237,40 @@ fn help(core: &Core, idx: &Index, hash: &dyn Fn(u64) -> u64) {
             return;
         }
         let first = c * chunk_bins;
-        let last = (first + chunk_bins).min(idx.bins());
+        let last = (first + chunk_bins).min(units);
         let mut copied = 0;
-        for b in first..last {
-            copied += crate::protocol::transfer::transfer_bin::<Shared>(idx, b, next, hash);
+        if shrinking {
+            // Acquire (with the `next` load above): the fallback was stored
+            // before the next index was attached.
+            let fallback = idx.resize.fallback.load(Ordering::Acquire);
+            // SAFETY: set before the shrink's next index was attached, and
+            // freed by the publisher only after every chunk, this one
+            // included, is done.
+            let fallback = unsafe { &*fallback };
+            for t in first..last {
+                copied += transfer_target::<Shared>(idx, t, next, fallback, hash);
+            }
+        } else {
+            for b in first..last {
+                copied += transfer_bin::<Shared>(idx, b, next, hash);
+            }
         }
         core.note_chunk(copied);
         // AcqRel: the last finisher must see every other chunk's transfer
         // before it publishes the next index.
         if idx.resize.chunks_done.fetch_add(1, Ordering::AcqRel) + 1 == chunks {
+            // Relaxed: only this thread touches it from here on.
+            let fallback = idx.resize.fallback.swap(core::ptr::null_mut(), Ordering::Relaxed);
             core.publish(idx, next); // R4
+            if next.next_index().is_some() {
+                // A shrink fell back: grow into the fallback now, so no
+                // operation ends with a resize half done.
+                help(core, next, hash);
+            } else if !fallback.is_null() {
+                // SAFETY: the unused fallback, from Box::into_raw in
+                // `shrink`; no transfer can reach it any more.
+                drop(unsafe { Box::from_raw(fallback) });
+            }
         }
     }
 }

@@ -8,7 +8,7 @@ use crate::protocol::insert::{insert, insert_as, Inserted, Mode};
 use crate::protocol::put::{update, Change};
 use crate::protocol::remove::remove_if;
 use crate::protocol::shadow;
-use crate::protocol::transfer::transfer_bin;
+use crate::protocol::transfer::{transfer_bin, transfer_target};
 use crate::protocol::{get::get, get::probe_primary, put::put, remove::remove, Step};
 use crate::raw::index::{BinRef, Index};
 use crate::raw::markers::Markers;
@@ -217,6 +217,65 @@ fn insert_racing_a_transfer_lands_exactly_once() {
             assert_eq!(gt(new, K), Some(1));
             assert_eq!(rm(new, K2), Some(5));
             assert_eq!(gt(new, K2), None, "K2 was inserted twice");
+        },
+    );
+}
+
+// Keys of a four-bin index: A and C in bin 0, B in bin 2; a shrink to two
+// bins merges bins 0 and 2 into bin 0.
+const A: u64 = 4;
+const B: u64 = 2;
+const C: u64 = 8;
+
+/// A four-bin index holding A → 1 and B → 1 (in different bins), with a
+/// two-bin next index and a fallback attached: a shrink. `race(old)` runs
+/// on a second thread while this thread transfers target bin 0 (both
+/// sources); `check(old, new, result)` runs after both.
+fn race_with_shrink<T: Send + 'static>(
+    race: impl Fn(&Index) -> T + Send + Sync + Copy + 'static,
+    check: impl Fn(&Index, &Index, T) + Send + Sync + Copy + 'static,
+) {
+    model(move || {
+        let old = index(4);
+        ins(&old, A, 1);
+        ins(&old, B, 1);
+        let new = old.attach_next(Box::new(Index::new(2, markers(), 2).unwrap()));
+        let fallback = Index::new(4, markers(), 3).unwrap();
+        let o2 = old.clone();
+        let t = loom::thread::spawn(move || race(&o2));
+        // SAFETY: `new` stays allocated until both threads are done.
+        transfer_target::<Shared>(&old, 0, unsafe { &*new }, &fallback, &|w| w);
+        let r = t.join().unwrap();
+        // SAFETY: both threads are done with the new index; freed once.
+        let new = unsafe { Box::from_raw(new) };
+        assert!(new.next_index().is_none(), "two keys fit: no fallback");
+        check(&old, &new, r);
+    });
+}
+
+#[test]
+fn an_insert_racing_a_merge_lands_exactly_once() {
+    // An insert into the first source once it is done must not meet a
+    // target still being filled from the second.
+    race_with_shrink(
+        |old| ins(old, C, 5),
+        |old, new, inserted| {
+            assert_eq!(inserted, Inserted::New);
+            assert_eq!((gt(new, A), gt(new, B), gt(new, C)), (Some(1), Some(1), Some(5)), "a key was lost");
+            assert_eq!(gt(old, C), Some(5), "old index forwards to the new one");
+            assert_eq!(rm(new, C), Some(5));
+            assert_eq!(gt(new, C), None, "C was inserted twice");
+        },
+    );
+}
+
+#[test]
+fn a_put_racing_a_merge_is_never_lost() {
+    race_with_shrink(
+        |old| pt(old, B, 2),
+        |_, new, put| {
+            assert_eq!(put, Some(1));
+            assert_eq!((gt(new, A), gt(new, B)), (Some(1), Some(2)), "the put was lost");
         },
     );
 }

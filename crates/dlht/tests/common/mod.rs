@@ -82,6 +82,7 @@ pub trait MapUnderTest: Ops {
         stop: StopOn,
     ) -> Result<usize, Error>;
     fn get_many(&self, keys: &[u64], out: &mut [Option<u64>]) -> Result<(), Error>;
+    fn shrink_to_fit(&self);
 }
 
 macro_rules! under_test {
@@ -121,6 +122,9 @@ macro_rules! under_test {
             }
             fn get_many(&self, keys: &[u64], out: &mut [Option<u64>]) -> Result<(), Error> {
                 $t::get_many(self, keys, out)
+            }
+            fn shrink_to_fit(&self) {
+                $t::shrink_to_fit(self)
             }
         }
     };
