@@ -222,6 +222,9 @@
 //!   copies by one thread — a wait only if that thread is preempted); all
 //!   other bins stay available, and every thread that finds the index full
 //!   helps transfer it. [`Map::reserve`] starts or helps such a resize.
+//!   A shrink is the same transfer into a smaller index, one *target* bin
+//!   at a time: operations on the two to sixteen bins that merge into it
+//!   wait until all of them are copied (at most 15 keys in all).
 //! - [`Map::snapshot`] freezes every bin for the time it takes to read
 //!   them: updates and gets on the map wait meanwhile (one pass over the
 //!   index), and resizes wait for it.
@@ -281,8 +284,23 @@
 //! [`AllocMap`] and [`ByteMap`] allocate each entry from the global
 //! allocator and free removed ones through epoch reclamation; glibc's
 //! malloc may keep freed memory resident until `malloc_trim` (mimalloc or
-//! jemalloc return it sooner). Indexes do not shrink yet: after a drain
-//! the index keeps its size.
+//! jemalloc return it sooner).
+//!
+//! Indexes shrink. Every 1024 removes a thread checks the key count (a sum
+//! over threads); below one key per eight bins the map moves to an index
+//! of about two bins per key (at most 16× smaller per step), never below
+//! the capacity it was built with, so `with_capacity(n)` keeps room for
+//! `n`. [`Map::shrink_to_fit`] and [`Map::shrink_to`] shrink on demand,
+//! down to the headroom `with_capacity` leaves. A grow happens near two
+//! keys per bin and lands near one key per two bins, so the key count must
+//! change about fourfold before the other resize follows: a map near one
+//! size never alternates. A replaced index is unmapped once no thread is
+//! inside it, so resident memory comes back (`dlht-bench drain`: 515 MiB
+//! for 2^22 keys, 2 MiB after the drain). Bins that cannot merge (a hash
+//! that crowds a few bins, such as `Modulo` on strided keys) make the
+//! shrink fall back: the map returns to its former size
+//! ([`Stats::shrinks_fell_back`]) and waits for half as many keys before
+//! trying again.
 //!
 //! ## Platforms
 //!
@@ -299,6 +317,10 @@
 //!
 //! - `serde`: `Serialize` for [`Map`] (a snapshot) and [`Set`],
 //!   `Deserialize` into a new one.
+//! - `rayon`: `par_iter` for [`Map`] and [`Set`] (weakly consistent, like
+//!   `iter`, with the index's bins split among rayon's workers),
+//!   `ParallelExtend` (also through `&Map` / `&Set`, while others use the
+//!   map) and `FromParallelIterator`.
 //! - `internals`: the raw index and protocols, for the project's own tests
 //!   and benchmarks; not a stable or safe API.
 
@@ -338,6 +360,8 @@ pub use batch::{Request, Response, StopOn, WINDOW as BATCH_WINDOW};
 pub use error::Error;
 pub use hash::{DefaultHashBuilder, Modulo, ModuloHasher};
 pub use local::LocalMap;
+#[cfg(feature = "rayon")]
+pub use map::ParIter;
 pub use map::{Counter, Iter, Map, ShadowInsert, ShadowRefused, Shadowing};
 pub use set::{Set, SetRequest};
 pub use stats::Stats;

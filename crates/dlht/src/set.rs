@@ -33,7 +33,7 @@ const PASS: usize = 256;
 /// assert!(!s.contains(&7));
 /// ```
 pub struct Set<K, S = DefaultHashBuilder> {
-    map: Map<K, (), S>,
+    pub(crate) map: Map<K, (), S>,
 }
 
 /// One request of a [`Set::batch`].

@@ -2,12 +2,16 @@
 
 mod atomics;
 pub(crate) mod len;
+#[cfg(feature = "rayon")]
+mod par;
 mod shadow;
 mod snapshot;
 pub(crate) mod state;
 mod traits;
 
 pub use atomics::Counter;
+#[cfg(feature = "rayon")]
+pub use par::ParIter;
 pub use shadow::{ShadowInsert, ShadowRefused, Shadowing};
 pub use traits::Iter;
 

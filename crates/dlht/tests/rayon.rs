@@ -1,0 +1,102 @@
+//! The `rayon` feature: parallel iteration yields what sequential iteration
+//! does, each stable key once even across concurrent resizes (grows and
+//! shrinks), and parallel extension equals sequential extension.
+#![cfg(not(loom))]
+
+mod common;
+
+use dlht::{Map, Set};
+use rayon::prelude::*;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+#[test]
+fn par_iter_yields_the_contents() {
+    let m = Map::<u64, u64>::new();
+    for k in 0..100_000u64 {
+        m.insert(k, k * 3).unwrap();
+    }
+    let mut seq: Vec<_> = m.iter().collect();
+    let mut par: Vec<_> = m.par_iter().collect();
+    seq.sort_unstable();
+    par.sort_unstable();
+    assert_eq!(par, seq);
+    assert_eq!(par.len(), 100_000);
+    let empty = Map::<u64, u64>::new();
+    assert_eq!(empty.par_iter().count(), 0);
+}
+
+#[test]
+fn par_iter_yields_each_stable_key_once_across_resizes() {
+    // Stable keys stay; a writer grows the map with others and drains them
+    // again (automatic shrinks) while parallel iterations run.
+    let m = Map::<u64, u64>::new();
+    let stable = 20_000u64;
+    for k in 0..stable {
+        m.insert(k, k).unwrap();
+    }
+    let stop = AtomicBool::new(false);
+    struct Stop<'a>(&'a AtomicBool);
+    impl Drop for Stop<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+    let resizes_before = m.stats().resizes;
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut round = 0u64;
+            while !stop.load(Ordering::SeqCst) {
+                let base = (round + 1) << 32;
+                for i in 0..60_000 {
+                    m.insert(base | i, i).unwrap();
+                }
+                for i in 0..60_000 {
+                    assert_eq!(m.remove(&(base | i)), Some(i));
+                }
+                m.shrink_to_fit();
+                round += 1;
+            }
+        });
+        let _stop = Stop(&stop);
+        for _ in 0..20 {
+            let mut seen: Vec<u64> = m.par_iter().map(|(k, _)| k).filter(|&k| k < stable).collect();
+            seen.sort_unstable();
+            assert_eq!(seen.len() as u64, stable, "a stable key was missed or yielded twice");
+            assert!(seen.iter().enumerate().all(|(i, &k)| i as u64 == k));
+        }
+    });
+    assert!(m.stats().resizes > resizes_before, "resizes ran meanwhile");
+}
+
+#[test]
+fn par_extend_matches_sequential_extend() {
+    let pairs: Vec<(u64, u64)> = (0..50_000u64).map(|k| (k.wrapping_mul(0x9E37_79B9_7F4A_7C15), k)).collect();
+    let par: Map<u64, u64> = pairs.par_iter().copied().collect();
+    let seq: Map<u64, u64> = pairs.iter().copied().collect();
+    assert_eq!(par, seq);
+    // Through a shared reference, while another thread reads.
+    let shared = Map::<u64, u64>::new();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            for &(k, v) in pairs.iter().rev().take(1000) {
+                while shared.get(&k).is_none() {
+                    std::hint::spin_loop();
+                }
+                assert_eq!(shared.get(&k), Some(v));
+            }
+        });
+        (&shared).par_extend(pairs.par_iter().copied());
+    });
+    assert_eq!(shared, seq);
+}
+
+#[test]
+fn sets_iterate_and_extend_in_parallel() {
+    let s: Set<u64> = (0..30_000u64).into_par_iter().collect();
+    assert_eq!(s.len(), 30_000);
+    let mut keys: Vec<u64> = s.par_iter().collect();
+    keys.sort_unstable();
+    assert!(keys.iter().copied().eq(0..30_000));
+    (&s).par_extend((30_000..40_000u64).into_par_iter());
+    assert_eq!(s.par_iter().count(), 40_000);
+}
