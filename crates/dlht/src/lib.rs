@@ -364,7 +364,7 @@ pub use local::LocalMap;
 pub use map::ParIter;
 pub use map::{Counter, Iter, Map, ShadowInsert, ShadowRefused, Shadowing};
 pub use set::{Set, SetRequest};
-pub use stats::Stats;
+pub use stats::{Memory, Stats};
 pub use word::Inline;
 
 /// Hooks for the project's own tests and benchmark (feature `internals`):

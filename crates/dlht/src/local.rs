@@ -341,6 +341,11 @@ impl<K: Inline, V: Inline, S: BuildHasher> LocalMap<K, V, S> {
         }
     }
 
+    /// Bytes in use, without a scan (see [`Memory`](crate::Memory)).
+    pub fn memory(&self) -> crate::Memory {
+        crate::Memory::of(self.index(), 0)
+    }
+
     /// A snapshot of the index's shape and occupancy (scans the index).
     pub fn stats(&self) -> Stats {
         Stats::of(

@@ -117,6 +117,11 @@ impl<K: Inline, S: BuildHasher> Set<K, S> {
         self.map.capacity()
     }
 
+    /// Bytes in use, without a scan (see [`Memory`](crate::Memory)).
+    pub fn memory(&self) -> crate::Memory {
+        self.map.memory()
+    }
+
     /// A weakly consistent iterator over the keys (see [`Iter`]).
     pub fn iter(&self) -> impl Iterator<Item = K> + '_ {
         let keys: Iter<'_, K, (), S> = self.map.iter();

@@ -1,7 +1,62 @@
-//! Index statistics: shape, occupancy, resizes.
+//! Index statistics: shape, occupancy, resizes; memory in use.
 
+use crate::raw::bucket::{LinkBucket, PrimaryBucket};
 use crate::raw::header::SlotState;
 use crate::raw::index::Index;
+
+/// Bytes a map holds, read without scanning it: cheap enough to poll (a
+/// few loads; in allocator mode also a sum over 16 counters). Taken by
+/// `memory()` on every map type, and part of [`Stats`].
+///
+/// ```
+/// let m = dlht::Map::<u64, u64>::with_capacity(1000);
+/// let mem = m.memory();
+/// assert_eq!(mem.index_bytes, m.stats().bins * 64);
+/// assert_eq!(mem.value_bytes, 0); // inlined: values live in the slots
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Memory {
+    /// The current index's bins (64 bytes each; the pages are mapped on
+    /// first touch, so a fresh index is resident only where written).
+    pub index_bytes: usize,
+    /// Link buckets the current index has handed out (64 bytes each).
+    pub link_bytes: usize,
+    /// Indexes a resize under way is filling (0 when none): its bins and
+    /// links, and a shrink's fallback once used.
+    pub resize_bytes: usize,
+    /// Allocator mode: the allocations of the entries the map holds (for
+    /// `AllocMap` a node with key and value, for `ByteMap` a header with
+    /// the key and value bytes), not memory that keys or values own
+    /// elsewhere, not collision lists, and not entries removed but not yet
+    /// reclaimed. 0 for inlined maps and sets.
+    pub value_bytes: usize,
+}
+
+impl Memory {
+    /// All of it.
+    pub fn total(&self) -> usize {
+        self.index_bytes + self.link_bytes + self.resize_bytes + self.value_bytes
+    }
+
+    /// The memory of index `idx` (and of a resize under way from it).
+    pub(crate) fn of(idx: &Index, value_bytes: usize) -> Memory {
+        let own = |i: &Index| {
+            (
+                i.bins() * core::mem::size_of::<PrimaryBucket>(),
+                i.links_claimed() * core::mem::size_of::<LinkBucket>(),
+            )
+        };
+        let (index_bytes, link_bytes) = own(idx);
+        let mut resize_bytes = 0;
+        let mut next = idx.next_index();
+        while let Some(n) = next {
+            let (b, l) = own(n);
+            resize_bytes += b + l;
+            next = n.next_index();
+        }
+        Memory { index_bytes, link_bytes, resize_bytes, value_bytes }
+    }
+}
 
 /// A snapshot of a map's index (taken by [`Map::stats`](crate::Map::stats)).
 #[derive(Clone, Debug, PartialEq)]
@@ -31,6 +86,8 @@ pub struct Stats {
     pub shrinks_fell_back: usize,
     /// Load factor of each index replaced by a grow, when its resize finished.
     pub occupancy_at_resize: Vec<f64>,
+    /// Bytes in use (see [`Memory`]).
+    pub memory: Memory,
     /// Replaced indexes not yet freed: a thread was inside them at its last
     /// leave. Reported as found (`stats` frees nothing itself); 0 whenever
     /// no operation is in flight, since every operation's exit frees what it
@@ -75,6 +132,7 @@ impl Stats {
             shrinks,
             shrinks_fell_back,
             occupancy_at_resize,
+            memory: Memory::of(idx, 0),
             indexes_awaiting_free: awaiting_free,
         }
     }

@@ -235,6 +235,13 @@ impl Element for Blob {
             std::alloc::dealloc(p.cast(), layout);
         }
     }
+
+    unsafe fn bytes(addr: usize) -> usize {
+        // SAFETY: a live blob (the caller's contract); its header is
+        // immutable.
+        let b = unsafe { &*(addr as *const Blob) };
+        Blob::layout(b.key_len as usize, b.value_len as usize).map_or(0, |l| l.size())
+    }
 }
 
 /// How to recognise a key among the elements of its key word.
@@ -429,6 +436,12 @@ impl<S: BuildHasher> ByteMap<S> {
     /// Remove `key`: its value, valid while `guard` lives.
     pub fn remove<'g>(&'g self, key: &[u8], guard: &'g Guard) -> Option<ValueRef<'g>> {
         self.ns0().remove(key, guard)
+    }
+
+    /// Bytes in use, without a scan: the index's and the entries'
+    /// allocations (see [`Memory`](crate::Memory)).
+    pub fn memory(&self) -> crate::Memory {
+        self.index.memory()
     }
 
     /// Number of keys, in all namespaces (as exact as [`Map::len`](crate::Map::len)).

@@ -133,6 +133,12 @@ pub(crate) trait Element {
     /// `addr` is an element of this type that nothing can reach any more,
     /// freed once.
     unsafe fn free(addr: usize);
+
+    /// The bytes allocated for the element at `addr`.
+    ///
+    /// # Safety
+    /// `addr` is an element of this type that is not freed yet.
+    unsafe fn bytes(addr: usize) -> usize;
 }
 
 /// Value words whose keys share one key word: replaced whole (copy on

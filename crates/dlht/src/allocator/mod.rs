@@ -83,6 +83,10 @@ impl<K, V> Element for Node<K, V> {
         // freed once).
         drop(unsafe { Box::from_raw(addr as *mut Self) });
     }
+
+    unsafe fn bytes(_: usize) -> usize {
+        core::mem::size_of::<Self>()
+    }
 }
 
 /// The node an element word of an [`AllocMap`] points to.
@@ -444,6 +448,12 @@ where
         Q: Hash + Eq + ?Sized,
     {
         self.ns0().remove(key, guard)
+    }
+
+    /// Bytes in use, without a scan: the index's and the entries'
+    /// allocations (see [`Memory`](crate::Memory)).
+    pub fn memory(&self) -> crate::Memory {
+        self.index.memory()
     }
 
     /// Number of keys, in all namespaces (as exact as [`Map::len`](crate::Map::len)).

@@ -25,7 +25,35 @@ use crate::protocol::put::Change;
 use core::hash::BuildHasher;
 use core::marker::PhantomData;
 use core::ptr::NonNull;
-use std::sync::atomic::{AtomicIsize, Ordering};
+use crossbeam_utils::CachePadded;
+use std::sync::atomic::{AtomicIsize, AtomicUsize, Ordering};
+
+/// A count many threads change: a cache-padded cell per shard, each thread
+/// on one shard, summed on demand. Written here rather than taken from a
+/// crate: sixteen relaxed counters.
+#[derive(Default)]
+struct ShardedCount([CachePadded<AtomicIsize>; SHARDS]);
+
+const SHARDS: usize = 16;
+
+thread_local! {
+    /// This thread's shard: threads take them in turn.
+    static SHARD: usize = {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        NEXT.fetch_add(1, Ordering::Relaxed) % SHARDS // distinct enough
+    };
+}
+
+impl ShardedCount {
+    fn add(&self, delta: isize) {
+        // Relaxed: a statistic, read by summing.
+        SHARD.with(|&s| self.0[s].fetch_add(delta, Ordering::Relaxed));
+    }
+
+    fn sum(&self) -> isize {
+        self.0.iter().map(|c| c.load(Ordering::Relaxed)).sum() // a statistic
+    }
+}
 
 /// Key words → value words of elements of type `E`, with collision lists;
 /// key words are hashed into bins by `H`.
@@ -33,6 +61,8 @@ pub(crate) struct PointerIndex<E: Element, H: BuildHasher = SignatureMix> {
     index: Map<u64, u64, H>,
     /// Keys beyond the first of each key word (they live in lists).
     collided: AtomicIsize,
+    /// Bytes of the elements in the index.
+    bytes: ShardedCount,
     /// Owns the elements (for drop check and auto traits).
     _owns: PhantomData<Box<E>>,
 }
@@ -43,8 +73,14 @@ impl<E: Element, H: BuildHasher> PointerIndex<E, H> {
         Ok(PointerIndex {
             index: Map::try_with_capacity_and_hasher(n, hasher)?,
             collided: AtomicIsize::new(0),
+            bytes: ShardedCount::default(),
             _owns: PhantomData,
         })
+    }
+
+    /// Bytes in use: the index's, and the elements' (see `Memory`).
+    pub fn memory(&self) -> crate::Memory {
+        crate::Memory { value_bytes: self.bytes.sum().max(0) as usize, ..self.index.memory() }
     }
 
     /// The element of `w` (a slot's value word) that `is_mine`.
@@ -88,8 +124,11 @@ impl<E: Element, H: BuildHasher> PointerIndex<E, H> {
         guard: &Guard,
         mut present: impl FnMut(u64, ValueWord) -> Result<Option<R>, Error>,
     ) -> Result<Option<R>, Error> {
+        // SAFETY: the caller's fresh element, not freed before it returns.
+        let published = || self.bytes.add(unsafe { E::bytes(fresh.addr()) } as isize);
         loop {
             let Err(w) = self.index.try_insert(kw, fresh.bits())? else {
+                published();
                 return Ok(None);
             };
             match self.find(w, is_mine, guard) {
@@ -100,6 +139,7 @@ impl<E: Element, H: BuildHasher> PointerIndex<E, H> {
                 }
                 None => {
                     if self.add_collided(kw, w, fresh, guard)? {
+                        published();
                         return Ok(None);
                     }
                 }
@@ -158,8 +198,12 @@ impl<E: Element, H: BuildHasher> PointerIndex<E, H> {
                     // SAFETY: the list left the index by the swap above.
                     unsafe { retire_list(w, guard) };
                 }
-                // SAFETY: the element left the index by the operation above.
-                unsafe { retire::<E>(old, guard) };
+                // SAFETY: the element left the index by the operation above
+                // (read before it is retired; freed only after `guard`).
+                unsafe {
+                    self.bytes.add(-(E::bytes(old.addr()) as isize));
+                    retire::<E>(old, guard);
+                }
                 return Some(old);
             }
         }
@@ -189,8 +233,13 @@ impl<E: Element, H: BuildHasher> PointerIndex<E, H> {
             // SAFETY: the old list left the index by the swap.
             unsafe { retire_list(w, guard) };
         }
-        // SAFETY: `old` left the index by the swap.
-        unsafe { retire::<E>(old, guard) };
+        // SAFETY: `old` left the index by the swap (read before it is
+        // retired; freed only after `guard`); `new` is in the index, read
+        // under `guard`.
+        unsafe {
+            self.bytes.add(E::bytes(new.addr()) as isize - E::bytes(old.addr()) as isize);
+            retire::<E>(old, guard);
+        }
         Ok(true)
     }
 

@@ -26,7 +26,7 @@ use crate::raw::markers::Markers;
 use crate::raw::threading::Shared;
 use crate::reclaim::Guard;
 use crate::resize;
-use crate::stats::Stats;
+use crate::stats::{Memory, Stats};
 use crate::sync::{backoff, Ordering};
 use crate::word::Inline;
 use core::hash::BuildHasher;
@@ -461,6 +461,12 @@ impl<K: Inline, V: Inline, S: BuildHasher> Map<K, V, S> {
     /// ```
     pub fn iter(&self) -> Iter<'_, K, V, S> {
         Iter::new(self)
+    }
+
+    /// Bytes in use, without a scan: cheap enough to poll (see [`Memory`]).
+    pub fn memory(&self) -> Memory {
+        let guard = self.core.pin();
+        Memory::of(self.core.current(&guard), 0)
     }
 
     /// A snapshot of the index's shape and occupancy (scans the index).

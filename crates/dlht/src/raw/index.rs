@@ -168,6 +168,13 @@ impl Index {
         self.link_soft as usize
     }
 
+    /// Link buckets handed out so far (chained, or lost to a race).
+    pub fn links_claimed(&self) -> usize {
+        // Relaxed: a statistic; the counter may have run past the array
+        // after failed claims.
+        (self.link_next.load(Ordering::Relaxed) as usize).min(self.links.len())
+    }
+
     /// Slots available to inserts: three per bin plus four per link bucket.
     pub fn slot_capacity(&self) -> usize {
         self.bins() * 3 + self.link_capacity() * 4
