@@ -475,6 +475,21 @@ impl<S: BuildHasher> ByteMap<S> {
     pub fn iter<'g>(&'g self, guard: &'g Guard) -> ByteIter<'g> {
         ByteIter { inner: self.index.iter(guard) }
     }
+
+    /// The entries at one instant, even under concurrent updates (see
+    /// [`AllocMap::snapshot`](crate::AllocMap::snapshot)), as
+    /// `(namespace, key, value)`, readable while `guard` lives.
+    ///
+    /// ```
+    /// let m = dlht::ByteMap::new();
+    /// let g = m.guard();
+    /// m.insert(b"k", b"v", &g).unwrap().unwrap();
+    /// let all: Vec<_> = m.snapshot(&g).map(|(ns, k, v)| (ns, k.to_vec(), v.to_vec())).collect();
+    /// assert_eq!(all, [(0, b"k".to_vec(), b"v".to_vec())]);
+    /// ```
+    pub fn snapshot<'g>(&'g self, guard: &'g Guard) -> ByteIter<'g> {
+        ByteIter { inner: self.index.snapshot(guard) }
+    }
 }
 
 impl<'m, S: BuildHasher> ByteNamespace<'m, S> {

@@ -487,6 +487,24 @@ where
     pub fn iter<'g>(&'g self, guard: &'g Guard) -> AllocIter<'g, K, V, S> {
         AllocIter { inner: self.index.iter(guard), _kv: PhantomData }
     }
+
+    /// The entries at one instant, even under concurrent updates (the
+    /// index's [`Map::snapshot`](crate::Map::snapshot): updates and gets
+    /// wait for one pass over the index), as `(namespace, key, value)`,
+    /// readable while `guard` lives.
+    ///
+    /// ```
+    /// let m = dlht::AllocMap::<String, u32>::new();
+    /// let g = m.guard();
+    /// m.insert("a".to_string(), 1, &g).unwrap();
+    /// m.namespace(7).unwrap().insert("a".to_string(), 2, &g).unwrap();
+    /// let mut all: Vec<_> = m.snapshot(&g).collect();
+    /// all.sort();
+    /// assert_eq!(all, [(0, &"a".to_string(), &1), (7, &"a".to_string(), &2)]);
+    /// ```
+    pub fn snapshot<'g>(&'g self, guard: &'g Guard) -> AllocIter<'g, K, V, S> {
+        AllocIter { inner: self.index.snapshot(guard), _kv: PhantomData }
+    }
 }
 
 impl<'m, K, V, S> Namespace<'m, K, V, S>

@@ -306,7 +306,14 @@ impl<E: Element, H: BuildHasher> PointerIndex<E, H> {
 
     /// A weakly consistent walk over every element, as (key word, element).
     pub fn iter<'g>(&'g self, _guard: &'g Guard) -> PointerIter<'g, H> {
-        PointerIter { inner: self.index.iter(), list: None }
+        PointerIter { inner: Source::Walk(self.index.iter()), list: None }
+    }
+
+    /// Every element at one instant (the index's strong snapshot), as
+    /// (key word, element). The elements stay readable while `guard` lives:
+    /// it was pinned before the snapshot, so nothing retired since is freed.
+    pub fn snapshot<'g>(&'g self, _guard: &'g Guard) -> PointerIter<'g, H> {
+        PointerIter { inner: Source::Snapshot(self.index.snapshot().into_iter()), list: None }
     }
 }
 
@@ -371,9 +378,28 @@ impl<E: Element, H: BuildHasher> Drop for PointerIndex<E, H> {
 
 /// A weakly consistent walk over a [`PointerIndex`]: (key word, element).
 pub(crate) struct PointerIter<'g, H> {
-    inner: crate::map::Iter<'g, u64, u64, H>,
+    inner: Source<'g, H>,
     /// The rest of a collision list being walked, with its key word.
     list: Option<(u64, &'g List, usize)>,
+}
+
+/// Where a [`PointerIter`] gets the index's (key word, slot word) pairs.
+enum Source<'g, H> {
+    /// A weakly consistent walk.
+    Walk(crate::map::Iter<'g, u64, u64, H>),
+    /// A strong snapshot, taken whole.
+    Snapshot(std::vec::IntoIter<(u64, u64)>),
+}
+
+impl<H: BuildHasher> Iterator for Source<'_, H> {
+    type Item = (u64, u64);
+
+    fn next(&mut self) -> Option<(u64, u64)> {
+        match self {
+            Source::Walk(w) => w.next(),
+            Source::Snapshot(s) => s.next(),
+        }
+    }
 }
 
 impl<H: BuildHasher> Iterator for PointerIter<'_, H> {
