@@ -41,6 +41,7 @@ leave_relaxed an_index_is_never_freed_under_a_reader
 shadow_dropped a_shadow_commit_racing_a_transfer_is_never_lost
 freeze_no_kill a_put_racing_a_freeze_is_never_lost
 shrink_finish_each an_insert_racing_a_merge_lands_exactly_once
+owned_no_hold an_owned_guard_never_reads_a_freed_element
 PLANTS
 
 # Plants outside the loom models, each caught by an integration test.

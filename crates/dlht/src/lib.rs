@@ -354,13 +354,13 @@ mod tests;
 
 pub use allocator::{
     Access, AllocIter, AllocMap, ByteIter, ByteMap, ByteNamespace, Guard, KeyBytes, Namespace, Occupied,
-    ValueRef, NAMESPACES,
+    OwnedGuard, ValueRef, NAMESPACES,
 };
 pub use batch::{Request, Response, StopOn, WINDOW as BATCH_WINDOW};
 pub use error::Error;
 pub use hash::{DefaultHashBuilder, Modulo, ModuloHasher};
 pub use local::LocalMap;
-#[cfg(feature = "rayon")]
+#[cfg(all(feature = "rayon", not(loom)))]
 pub use map::ParIter;
 pub use map::{Counter, Iter, Map, ShadowInsert, ShadowRefused, Shadowing};
 pub use set::{Set, SetRequest};

@@ -100,8 +100,21 @@ mod membarrier {
     }
 }
 
+/// A full barrier on every running thread of this process (membarrier);
+/// false if the kernel refused. Only for the asymmetric protocol.
+#[cfg(all(target_os = "linux", not(loom)))]
+pub(crate) fn process_barrier() -> bool {
+    membarrier::barrier()
+}
+
+/// Without membarrier there is no asymmetric protocol to serve.
+#[cfg(not(all(target_os = "linux", not(loom))))]
+pub(crate) fn process_barrier() -> bool {
+    unreachable!("dlht invariant: a process barrier without membarrier")
+}
+
 /// True if this process uses the asymmetric protocol (decided once).
-fn asymmetric() -> bool {
+pub(crate) fn asymmetric() -> bool {
     #[cfg(all(target_os = "linux", not(loom)))]
     {
         static REGISTERED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();

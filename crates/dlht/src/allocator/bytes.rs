@@ -326,6 +326,18 @@ impl<S: BuildHasher> ByteMap<S> {
         Guard::pin()
     }
 
+    /// A guard that may move between threads (see
+    /// [`AllocMap::owned_guard`](crate::AllocMap::owned_guard)).
+    pub fn owned_guard(&self) -> crate::OwnedGuard {
+        or_panic(Guard::owned())
+    }
+
+    /// Like [`owned_guard`](Self::owned_guard), with a refused barrier as
+    /// an error.
+    pub fn try_owned_guard(&self) -> Result<crate::OwnedGuard, Error> {
+        Guard::owned()
+    }
+
     /// The keys of namespace `ns` (`0..NAMESPACES`); namespace 0 is the
     /// map's own methods'.
     pub fn namespace(&self, ns: usize) -> Result<ByteNamespace<'_, S>, Error> {

@@ -213,12 +213,10 @@ impl<E: Element> Drop for Fresh<E> {
 /// once; `E`'s contents may be dropped on any thread, after the map is
 /// gone (the maps' `Send + 'static` bounds).
 pub(crate) unsafe fn retire<E: Element>(w: ValueWord, guard: &Guard) {
-    // The closure holds the bare address, not the tagged word: a leak
-    // checker scanning pending garbage at exit then sees it reachable.
-    let addr = w.addr();
-    // SAFETY: freed after every thread pinned now has unpinned, when no
-    // reference to it can remain (the caller's contract).
-    unsafe { guard.epoch.defer_unchecked(move || E::free(addr)) };
+    // Retired by the bare address, not the tagged word: a leak checker
+    // scanning pending garbage at exit then sees it reachable.
+    // SAFETY: the caller's contract.
+    unsafe { guard.retire(w.addr(), E::free) };
 }
 
 #[cfg(test)]

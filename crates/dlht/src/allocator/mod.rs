@@ -21,6 +21,7 @@
 
 mod bytes;
 mod entry;
+mod owned;
 mod pointers;
 
 pub use bytes::{ByteIter, ByteMap, ByteNamespace, KeyBytes, ValueRef};
@@ -34,6 +35,7 @@ use core::fmt;
 use core::hash::{BuildHasher, Hash};
 use core::marker::PhantomData;
 use entry::{try_box, Element, Fresh, Shape, ValueWord};
+use owned::Held;
 use pointers::{PointerIndex, PointerIter};
 
 /// A concurrent map for keys and values of any type and size (the paper's
@@ -117,16 +119,25 @@ fn into_parts<K, V>(f: Fresh<Node<K, V>>) -> (K, V) {
 /// Pins the current thread for epoch-based reclamation: values read under
 /// it stay allocated until it is dropped. Cheap to take (a thread-local
 /// counter and a fence); holding one for long delays the freeing of every
-/// value removed meanwhile, in every [`AllocMap`]. Not `Send`.
+/// value removed meanwhile, in every [`AllocMap`] and [`ByteMap`]. Not
+/// `Send`: for a guard that moves between threads (async code) see
+/// [`OwnedGuard`], which dereferences to one.
 pub struct Guard {
-    pub(crate) epoch: crossbeam_epoch::Guard,
+    kind: GuardKind,
+}
+
+enum GuardKind {
+    /// The current thread's crossbeam-epoch pin.
+    Pinned(crossbeam_epoch::Guard),
+    /// An owned guard's registration (`owned`): pins no thread.
+    Owned(u64),
 }
 
 impl Guard {
     /// Pin the current thread (what both maps' `guard` does).
     #[inline]
     pub(crate) fn pin() -> Guard {
-        Guard { epoch: crossbeam_epoch::pin() }
+        Guard { kind: GuardKind::Pinned(crossbeam_epoch::pin()) }
     }
 
     /// Hand the values this thread retired to the global collector and
@@ -134,7 +145,131 @@ impl Guard {
     /// now and then; call it when memory should come back now (after
     /// removing many values, before measuring memory).
     pub fn flush(&self) {
-        self.epoch.flush();
+        match &self.kind {
+            GuardKind::Pinned(g) => g.flush(),
+            GuardKind::Owned(_) => crossbeam_epoch::pin().flush(),
+        }
+    }
+
+    /// Hand an element that left an index to reclamation: held back while
+    /// owned guards that may have read it live (`owned`), then deferred
+    /// until every thread pinned now has unpinned.
+    ///
+    /// # Safety
+    /// No slot or list reachable from now on holds `addr`; it is retired
+    /// once; `free(addr)` may run on any thread, after the map is gone.
+    pub(crate) unsafe fn retire(&self, addr: usize, free: unsafe fn(usize)) {
+        let h = Held { addr, free };
+        let h = match owned::registry() {
+            Some(r) => match r.retire(h) {
+                Some(h) => h,
+                None => return, // held for owned guards
+            },
+            None => h,
+        };
+        // SAFETY: the caller's contract, and no owned guard can read it.
+        unsafe { self.defer(h) }
+    }
+
+    /// Defer freeing `h` until every thread pinned now has unpinned.
+    ///
+    /// # Safety
+    /// No new reference to `h` can be made, and no owned guard holds one.
+    unsafe fn defer(&self, h: Held) {
+        let free = move || {
+            // SAFETY: the caller's contract; a reference read under a pin is
+            // dropped before the pin, so once every thread pinned now has
+            // unpinned none remains.
+            unsafe { (h.free)(h.addr) }
+        };
+        match &self.kind {
+            // SAFETY: as above.
+            GuardKind::Pinned(g) => unsafe { g.defer_unchecked(free) },
+            // SAFETY: as above.
+            GuardKind::Owned(_) => unsafe { crossbeam_epoch::pin().defer_unchecked(free) },
+        }
+    }
+
+    /// An owned guard, or why none can be had.
+    pub(crate) fn owned() -> Result<OwnedGuard, Error> {
+        let reg = owned::registry().ok_or(Error::Unsupported)?;
+        let (id, barrier) = reg.register();
+        let g = OwnedGuard { guard: Guard { kind: GuardKind::Owned(id) } };
+        if barrier {
+            Ok(g)
+        } else {
+            drop(g); // unregistered unused
+            Err(Error::Unsupported)
+        }
+    }
+}
+
+/// A guard that may move between threads (`Send`) and be shared (`Sync`),
+/// for async code that holds values read from an [`AllocMap`] or a
+/// [`ByteMap`] across `.await` points. It dereferences to a [`Guard`], so
+/// every method takes `&owned` where it takes `&guard`.
+///
+/// It pins no thread: while any owned guard lives, values removed from any
+/// map are held back in a process-wide list until the owned guards that
+/// existed at their removal are gone (see `docs/DESIGN.md`). Taking one
+/// costs a lock and, on Linux, a `membarrier` system call (microseconds):
+/// take one per task, not per read; and as with [`Guard`], holding one
+/// for long delays the freeing of removed values.
+///
+/// ```
+/// let m = dlht::AllocMap::<u64, String>::new();
+/// m.insert(1, "one".to_string(), &m.guard()).unwrap();
+/// let g = m.owned_guard();
+/// let v = m.get(&1, &g).unwrap();
+/// std::thread::scope(|s| {
+///     // A value read under it, and the guard itself, move to other threads.
+///     s.spawn(move || assert_eq!(v, "one"));
+/// });
+/// std::thread::scope(|s| {
+///     s.spawn(move || {
+///         let g = g;
+///         assert_eq!(m.get(&1, &g).map(String::as_str), Some("one"));
+///     });
+/// });
+/// ```
+///
+/// A thread-bound [`Guard`] cannot move:
+///
+/// ```compile_fail
+/// let m = dlht::AllocMap::<u64, u64>::new();
+/// let g = m.guard();
+/// std::thread::spawn(move || drop(g));
+/// ```
+pub struct OwnedGuard {
+    /// Always `GuardKind::Owned`.
+    guard: Guard,
+}
+
+// SAFETY: an owned guard holds only its registration id; every method of
+// `Guard` on that kind uses the process-wide registry (a mutex and
+// atomics) or pins the calling thread afresh, so it may be used from, and
+// dropped on, any thread, by several at once.
+unsafe impl Send for OwnedGuard {}
+// SAFETY: as above.
+unsafe impl Sync for OwnedGuard {}
+
+impl core::ops::Deref for OwnedGuard {
+    type Target = Guard;
+    fn deref(&self) -> &Guard {
+        &self.guard
+    }
+}
+
+impl Drop for OwnedGuard {
+    fn drop(&mut self) {
+        let GuardKind::Owned(id) = self.guard.kind else {
+            unreachable!("dlht invariant: an owned guard pins")
+        };
+        let reg = owned::registry().expect("dlht invariant: an owned guard without a registry");
+        for h in reg.unregister(id) {
+            // SAFETY: retired elements no owned guard can read any more.
+            unsafe { self.guard.defer(h) };
+        }
     }
 }
 
@@ -315,6 +450,20 @@ where
     #[inline]
     pub fn guard(&self) -> Guard {
         Guard::pin()
+    }
+
+    /// A guard that may move between threads and be shared: for async code
+    /// that holds values across `.await` (see [`OwnedGuard`]). Panics if
+    /// the process barrier it needs is refused; see
+    /// [`try_owned_guard`](Self::try_owned_guard).
+    pub fn owned_guard(&self) -> OwnedGuard {
+        or_panic(Guard::owned())
+    }
+
+    /// Like [`owned_guard`](Self::owned_guard): `Error::Unsupported` if the
+    /// kernel refused the `membarrier` the protocol needs.
+    pub fn try_owned_guard(&self) -> Result<OwnedGuard, Error> {
+        Guard::owned()
     }
 
     /// The keys of namespace `ns` (`0..NAMESPACES`); namespace 0 is the

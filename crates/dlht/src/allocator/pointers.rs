@@ -348,10 +348,15 @@ fn list_word(words: Vec<u64>) -> Result<NewWord, Error> {
 /// # Safety
 /// No slot reachable from now on holds `w`, the list's word; retired once.
 unsafe fn retire_list(w: u64, guard: &Guard) {
-    let p = ValueWord::from_bits(w).addr() as *mut List;
-    // SAFETY: freed after every thread pinned now has unpinned (the
-    // caller's contract); dropping a list frees its vector only.
-    unsafe { guard.epoch.defer_unchecked(move || drop(Box::from_raw(p))) };
+    /// # Safety
+    /// `addr` is a list container nothing can reach, freed once.
+    unsafe fn free_list(addr: usize) {
+        // SAFETY: the caller's contract; dropping a list frees its vector
+        // only.
+        drop(unsafe { Box::from_raw(addr as *mut List) });
+    }
+    // SAFETY: the caller's contract.
+    unsafe { guard.retire(ValueWord::from_bits(w).addr(), free_list) };
 }
 
 impl<E: Element, H: BuildHasher> Drop for PointerIndex<E, H> {

@@ -2,7 +2,7 @@
 
 mod atomics;
 pub(crate) mod len;
-#[cfg(feature = "rayon")]
+#[cfg(all(feature = "rayon", not(loom)))]
 mod par;
 mod shadow;
 mod snapshot;
@@ -10,7 +10,7 @@ pub(crate) mod state;
 mod traits;
 
 pub use atomics::Counter;
-#[cfg(feature = "rayon")]
+#[cfg(all(feature = "rayon", not(loom)))]
 pub use par::ParIter;
 pub use shadow::{ShadowInsert, ShadowRefused, Shadowing};
 pub use traits::Iter;
