@@ -99,8 +99,10 @@
 //!
 //! [`LocalMap`] is the same table for one thread: it is not `Sync`, so it
 //! replaces every compare-and-swap by a plain store and skips the
-//! reclamation announcements. It has the same operations, batches
-//! included.
+//! reclamation announcements. It has the same operations, batches, the
+//! per-key atomics, shrinking and serde included; its `iter`, `retain`
+//! and `clear` take `&mut self` (any call through `&self` may resize the
+//! index and free the bins a walk is reading).
 //!
 //! ```
 //! use dlht::LocalMap;
@@ -118,7 +120,9 @@
 //! its own allocation; [`AllocMap::get`] returns a reference to the value,
 //! valid while the [`Guard`] it was read under lives, even if the key is
 //! removed meanwhile (epoch-based reclamation frees it later). Keys live in
-//! up to [`NAMESPACES`] namespaces.
+//! up to [`NAMESPACES`] namespaces. A [`Guard`] belongs to its thread; async
+//! code that holds values across `.await` takes an [`OwnedGuard`]
+//! ([`AllocMap::owned_guard`]), which is `Send + Sync`.
 //!
 //! ```
 //! use dlht::AllocMap;
@@ -230,8 +234,10 @@
 //!   index), and resizes wait for it.
 //! - Index reclamation never blocks: a replaced index is freed by the last
 //!   thread to leave it. Allocator-mode values are freed by epoch
-//!   reclamation; a thread holding a [`Guard`] for long delays the freeing
-//!   of every value removed meanwhile, never another thread's progress.
+//!   reclamation; a thread holding a [`Guard`] (or an [`OwnedGuard`]) for
+//!   long delays the freeing of every value removed meanwhile, never
+//!   another thread's progress. Taking an [`OwnedGuard`] takes a lock and
+//!   a `membarrier`; while one lives, a remove takes the lock too.
 //!
 //! See `docs/DESIGN.md` for the protocols, the hazards they close and the
 //! memory-ordering argument.
@@ -359,7 +365,7 @@ pub use allocator::{
 pub use batch::{Request, Response, StopOn, WINDOW as BATCH_WINDOW};
 pub use error::Error;
 pub use hash::{DefaultHashBuilder, Modulo, ModuloHasher};
-pub use local::LocalMap;
+pub use local::{LocalIter, LocalMap};
 #[cfg(all(feature = "rayon", not(loom)))]
 pub use map::ParIter;
 pub use map::{Counter, Iter, Map, ShadowInsert, ShadowRefused, Shadowing};

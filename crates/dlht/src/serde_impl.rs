@@ -14,6 +14,7 @@
 //! ```
 
 use crate::allocator::{AllocMap, ByteMap};
+use crate::local::LocalMap;
 use crate::map::Map;
 use crate::set::Set;
 use crate::word::Inline;
@@ -40,41 +41,73 @@ where
     }
 }
 
-impl<'de, K, V, S> Deserialize<'de> for Map<K, V, S>
+/// A [`LocalMap`] serializes its entries as a map, as [`Map`] does, and
+/// deserializes into a new one.
+///
+/// ```
+/// let m: dlht::LocalMap<u64, u64> = [(1, 10), (2, 20)].into_iter().collect();
+/// let back: dlht::LocalMap<u64, u64> = serde_json::from_str(&serde_json::to_string(&m).unwrap()).unwrap();
+/// assert_eq!(back, m);
+/// ```
+impl<K, V, S> Serialize for LocalMap<K, V, S>
 where
-    K: Inline + Deserialize<'de>,
-    V: Inline + Deserialize<'de>,
-    S: BuildHasher + Default,
+    K: Inline + Serialize,
+    V: Inline + Serialize,
+    S: BuildHasher,
 {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct Entries<K, V, S>(PhantomData<(K, V, S)>);
+    fn serialize<Z: Serializer>(&self, serializer: Z) -> Result<Z::Ok, Z::Error> {
+        let words = self.words();
+        let mut map = serializer.serialize_map(Some(words.len()))?;
+        for (k, v) in words {
+            map.serialize_entry(&K::from_word(k), &V::from_word(v))?;
+        }
+        map.end()
+    }
+}
 
-        impl<'de, K, V, S> Visitor<'de> for Entries<K, V, S>
+/// Deserialize a map of entries into a new inlined map (`Map` or
+/// `LocalMap`; a key given twice keeps its last value).
+macro_rules! deserialize_entries {
+    ($map:ident) => {
+        impl<'de, K, V, S> Deserialize<'de> for $map<K, V, S>
         where
             K: Inline + Deserialize<'de>,
             V: Inline + Deserialize<'de>,
             S: BuildHasher + Default,
         {
-            type Value = Map<K, V, S>;
+            fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                struct Entries<K, V, S>(PhantomData<(K, V, S)>);
 
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a map")
-            }
+                impl<'de, K, V, S> Visitor<'de> for Entries<K, V, S>
+                where
+                    K: Inline + Deserialize<'de>,
+                    V: Inline + Deserialize<'de>,
+                    S: BuildHasher + Default,
+                {
+                    type Value = $map<K, V, S>;
 
-            fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Self::Value, A::Error> {
-                let n = access.size_hint().unwrap_or(0);
-                let map =
-                    Map::try_with_capacity_and_hasher(n, S::default()).map_err(serde::de::Error::custom)?;
-                while let Some((k, v)) = access.next_entry()? {
-                    map.try_upsert(k, v).map_err(serde::de::Error::custom)?;
+                    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                        f.write_str("a map")
+                    }
+
+                    fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Self::Value, A::Error> {
+                        let n = access.size_hint().unwrap_or(0);
+                        let map =
+                            $map::try_with_capacity_and_hasher(n, S::default()).map_err(de::Error::custom)?;
+                        while let Some((k, v)) = access.next_entry()? {
+                            map.try_upsert(k, v).map_err(de::Error::custom)?;
+                        }
+                        Ok(map)
+                    }
                 }
-                Ok(map)
+
+                deserializer.deserialize_map(Entries(PhantomData))
             }
         }
-
-        deserializer.deserialize_map(Entries(PhantomData))
-    }
+    };
 }
+deserialize_entries!(Map);
+deserialize_entries!(LocalMap);
 
 impl<K, S> Serialize for Set<K, S>
 where

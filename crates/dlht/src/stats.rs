@@ -5,7 +5,7 @@ use crate::raw::header::SlotState;
 use crate::raw::index::Index;
 
 /// Bytes a map holds, read without scanning it: cheap enough to poll (a
-/// few loads; in allocator mode also a sum over 16 counters). Taken by
+/// few loads; in allocator mode also a sum over one counter per thread). Taken by
 /// `memory()` on every map type, and part of [`Stats`].
 ///
 /// ```

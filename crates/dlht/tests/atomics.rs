@@ -1,6 +1,6 @@
 //! Per-key atomics (`compare_exchange`, `update`, `fetch_add`,
-//! `get_or_insert_with`, `remove_if`): against std's HashMap in random
-//! sequences, and counters incremented from several threads, across
+//! `get_or_insert_with`, `remove_if`) and `retain` / `clear` / `iter`, on
+//! `Map` and `LocalMap`: against std's HashMap in random sequences, and counters incremented from several threads, across
 //! resizes, that end exact.
 #![cfg(not(loom))]
 
@@ -20,6 +20,7 @@ enum Op {
     RemoveIf(u64, u64),
     Insert(u64, u64),
     Remove(u64),
+    Retain(u64),
 }
 
 fn op_strategy() -> impl Strategy<Value = Op> {
@@ -33,68 +34,96 @@ fn op_strategy() -> impl Strategy<Value = Op> {
         (k.clone(), v.clone()).prop_map(|(k, d)| Op::RemoveIf(k, d)),
         (k.clone(), v).prop_map(|(k, d)| Op::Insert(k, d)),
         k.prop_map(Op::Remove),
+        // Rare: a retain removes a quarter of the keys.
+        proptest::bool::weighted(0.05).prop_map(|r| if r { Op::Retain(1) } else { Op::Remove(0) }),
     ]
 }
 
-fn run<S: std::hash::BuildHasher>(m: &Map<u64, u64, S>, ops: &[Op]) {
-    let mut model: HashMap<u64, u64> = HashMap::new();
-    for (i, op) in ops.iter().enumerate() {
-        match *op {
-            Op::Cas(k, e, n) => {
-                let want = match model.get_mut(&k) {
-                    Some(v) if *v == e => {
-                        *v = n;
-                        Ok(e)
+/// The model run, for `Map` and `LocalMap` alike (the same calls; `retain`,
+/// `clear` and `iter` take `&mut self` on a `LocalMap`).
+macro_rules! model_run {
+    ($name:ident, $ty:ident) => {
+        fn $name<S: std::hash::BuildHasher>(m: &mut dlht::$ty<u64, u64, S>, ops: &[Op]) {
+            let mut model: HashMap<u64, u64> = HashMap::new();
+            for (i, op) in ops.iter().enumerate() {
+                match *op {
+                    Op::Cas(k, e, n) => {
+                        let want = match model.get_mut(&k) {
+                            Some(v) if *v == e => {
+                                *v = n;
+                                Ok(e)
+                            }
+                            Some(v) => Err(Some(*v)),
+                            None => Err(None),
+                        };
+                        assert_eq!(m.compare_exchange(&k, e, n), want, "op {i}: {op:?}");
                     }
-                    Some(v) => Err(Some(*v)),
-                    None => Err(None),
-                };
-                assert_eq!(m.compare_exchange(&k, e, n), want, "op {i}: {op:?}");
+                    Op::Update(k, d) => {
+                        let want = model.get_mut(&k).map(|v| {
+                            *v = v.wrapping_mul(3).wrapping_add(d);
+                            *v
+                        });
+                        assert_eq!(
+                            m.update(&k, |v| v.wrapping_mul(3).wrapping_add(d)),
+                            want,
+                            "op {i}: {op:?}"
+                        );
+                    }
+                    Op::FetchAdd(k, d) => {
+                        let want = model.get(&k).copied();
+                        model.insert(k, want.map_or(d, |w| w.wrapping_add(d)));
+                        assert_eq!(m.fetch_add(k, d), want, "op {i}: {op:?}");
+                    }
+                    Op::GetOrInsert(k, d) => {
+                        let want = *model.entry(k).or_insert(d);
+                        let mut ran = false;
+                        let got = m.get_or_insert_with(k, || {
+                            ran = true;
+                            d
+                        });
+                        assert_eq!(got, want, "op {i}: {op:?}");
+                        assert_eq!(ran, got == d && ran, "f runs only for an absent key");
+                    }
+                    Op::RemoveIf(k, d) => {
+                        let want = match model.get(&k) {
+                            Some(&v) if v % 4 == d % 4 => model.remove(&k),
+                            _ => None,
+                        };
+                        assert_eq!(m.remove_if(&k, |v| v % 4 == d % 4), want, "op {i}: {op:?}");
+                    }
+                    Op::Insert(k, v) => {
+                        let want = common::model_insert(&mut model, k, v);
+                        assert_eq!(m.insert(k, v), want, "op {i}: {op:?}");
+                    }
+                    Op::Remove(k) => assert_eq!(m.remove(&k), model.remove(&k), "op {i}: {op:?}"),
+                    Op::Retain(d) => {
+                        let before = model.len();
+                        model.retain(|_, v| *v % 4 != d % 4);
+                        assert_eq!(m.retain(|_, v| v % 4 != d % 4), before - model.len(), "op {i}: {op:?}");
+                    }
+                }
+                assert_eq!(m.len(), model.len(), "op {i}: {op:?}");
             }
-            Op::Update(k, d) => {
-                let want = model.get_mut(&k).map(|v| {
-                    *v = v.wrapping_mul(3).wrapping_add(d);
-                    *v
-                });
-                assert_eq!(m.update(&k, |v| v.wrapping_mul(3).wrapping_add(d)), want, "op {i}: {op:?}");
-            }
-            Op::FetchAdd(k, d) => {
-                let want = model.get(&k).copied();
-                model.insert(k, want.map_or(d, |w| w.wrapping_add(d)));
-                assert_eq!(m.fetch_add(k, d), want, "op {i}: {op:?}");
-            }
-            Op::GetOrInsert(k, d) => {
-                let want = *model.entry(k).or_insert(d);
-                let mut ran = false;
-                let got = m.get_or_insert_with(k, || {
-                    ran = true;
-                    d
-                });
-                assert_eq!(got, want, "op {i}: {op:?}");
-                assert_eq!(ran, got == d && ran, "f runs only for an absent key");
-            }
-            Op::RemoveIf(k, d) => {
-                let want = match model.get(&k) {
-                    Some(&v) if v % 4 == d % 4 => model.remove(&k),
-                    _ => None,
-                };
-                assert_eq!(m.remove_if(&k, |v| v % 4 == d % 4), want, "op {i}: {op:?}");
-            }
-            Op::Insert(k, v) => {
-                let want = common::model_insert(&mut model, k, v);
-                assert_eq!(m.insert(k, v), want, "op {i}: {op:?}");
-            }
-            Op::Remove(k) => assert_eq!(m.remove(&k), model.remove(&k), "op {i}: {op:?}"),
+            let mut all: Vec<(u64, u64)> = m.iter().collect();
+            all.sort_unstable();
+            let mut want: Vec<(u64, u64)> = model.into_iter().collect();
+            want.sort_unstable();
+            assert_eq!(all, want, "contents at the end");
+            assert_eq!(m.clear(), want.len());
+            assert_eq!(m.len(), 0);
         }
-        assert_eq!(m.len(), model.len(), "op {i}: {op:?}");
-    }
+    };
 }
+model_run!(run_map, Map);
+model_run!(run_local, LocalMap);
 
 proptest! {
     #[test]
     fn atomics_match_hashmap(ops in proptest::collection::vec(op_strategy(), 1..800)) {
-        run(&Map::<u64, u64>::with_capacity(2), &ops);
-        run(&Map::<u64, u64, Modulo>::with_capacity_and_hasher(2, Modulo), &ops);
+        run_map(&mut Map::<u64, u64>::with_capacity(2), &ops);
+        run_map(&mut Map::<u64, u64, Modulo>::with_capacity_and_hasher(2, Modulo), &ops);
+        run_local(&mut dlht::LocalMap::<u64, u64>::with_capacity(2), &ops);
+        run_local(&mut dlht::LocalMap::<u64, u64, Modulo>::with_capacity_and_hasher(2, Modulo), &ops);
     }
 }
 

@@ -26,32 +26,26 @@ use core::hash::BuildHasher;
 use core::marker::PhantomData;
 use core::ptr::NonNull;
 use crossbeam_utils::CachePadded;
-use std::sync::atomic::{AtomicIsize, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicIsize, Ordering};
 
-/// A count many threads change: a cache-padded cell per shard, each thread
-/// on one shard, summed on demand. Written here rather than taken from a
-/// crate: sixteen relaxed counters.
+/// A count many threads change: one cell per thread, written only by its
+/// thread (a load and a store, no read-modify-write), summed on demand,
+/// as the inlined map's length is (`map/len.rs`).
 #[derive(Default)]
-struct ShardedCount([CachePadded<AtomicIsize>; SHARDS]);
+struct ThreadCount(thread_local::ThreadLocal<CachePadded<AtomicIsize>>);
 
-const SHARDS: usize = 16;
-
-thread_local! {
-    /// This thread's shard: threads take them in turn.
-    static SHARD: usize = {
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        NEXT.fetch_add(1, Ordering::Relaxed) % SHARDS // distinct enough
-    };
-}
-
-impl ShardedCount {
+impl ThreadCount {
+    #[inline]
     fn add(&self, delta: isize) {
-        // Relaxed: a statistic, read by summing.
-        SHARD.with(|&s| self.0[s].fetch_add(delta, Ordering::Relaxed));
+        let c = self.0.get_or(|| CachePadded::new(AtomicIsize::new(0)));
+        // Relaxed load+store: only this thread writes its cell; readers sum
+        // the cells and tolerate staleness (exact when quiescent).
+        c.store(c.load(Ordering::Relaxed).wrapping_add(delta), Ordering::Relaxed);
     }
 
     fn sum(&self) -> isize {
-        self.0.iter().map(|c| c.load(Ordering::Relaxed)).sum() // a statistic
+        self.0.iter().map(|c| c.load(Ordering::Relaxed)).fold(0, isize::wrapping_add)
+        // a statistic
     }
 }
 
@@ -62,7 +56,7 @@ pub(crate) struct PointerIndex<E: Element, H: BuildHasher = SignatureMix> {
     /// Keys beyond the first of each key word (they live in lists).
     collided: AtomicIsize,
     /// Bytes of the elements in the index.
-    bytes: ShardedCount,
+    bytes: ThreadCount,
     /// Owns the elements (for drop check and auto traits).
     _owns: PhantomData<Box<E>>,
 }
@@ -73,7 +67,7 @@ impl<E: Element, H: BuildHasher> PointerIndex<E, H> {
         Ok(PointerIndex {
             index: Map::try_with_capacity_and_hasher(n, hasher)?,
             collided: AtomicIsize::new(0),
-            bytes: ShardedCount::default(),
+            bytes: ThreadCount::default(),
             _owns: PhantomData,
         })
     }

@@ -372,8 +372,9 @@ impl<K: Inline, V: Inline, S: BuildHasher> Map<K, V, S> {
     /// Maps also shrink on their own once fewer than one key per eight
     /// bins remains (checked every 1024 removes of a thread), never below
     /// the capacity they were built with; see the crate docs on Memory.
-    /// An index that cannot be allocated only means no shrink: the map is
-    /// unchanged.
+    /// An index that cannot be allocated, a snapshot holding the index, or
+    /// keys too unevenly hashed to merge (see [`Stats::shrinks_fell_back`])
+    /// only mean no shrink: the map is unchanged.
     ///
     /// ```
     /// let m = dlht::Map::<u64, u64>::new();

@@ -20,6 +20,10 @@
 //! unwinds through a transfer the process aborts (see `resize::transfer`).
 //! Hashers must not call into the map.
 
+mod traits;
+
+pub use traits::LocalIter;
+
 use crate::batch::{Request, Response, StopOn};
 use crate::driver::{self, Front, KeyValue, Runner, DEFAULT_BINS};
 use crate::error::Error;
@@ -202,6 +206,24 @@ impl<K: Inline, V: Inline, S: BuildHasher> LocalMap<K, V, S> {
         // successor pointer to the fallback is never followed again.)
         drop(unsafe { Box::from_raw(old_ptr) });
         Ok(())
+    }
+
+    /// Automatic shrinking after removes (see `resize::ShrinkPolicy`), for
+    /// an index of `bins` bins.
+    fn maybe_shrink(&self, bins: usize) {
+        if let Some(target) = self.shrink_policy.target(bins, self.len.get()) {
+            // An index that cannot be allocated only means no shrink.
+            let _ = self.shrink(target);
+        }
+    }
+
+    /// Count `n` keys removed outside `run` (by `retain`), then shrink if
+    /// the map should.
+    fn note_removed(&self, n: usize) {
+        self.len.set(self.len.get() - n);
+        if n > 0 {
+            self.maybe_shrink(self.index().bins());
+        }
     }
 
     /// The value of `key`, if present.
@@ -404,10 +426,7 @@ impl<K: Inline, V: Inline, S: BuildHasher> Runner for LocalMap<K, V, S> {
                     let d = len_delta(&r);
                     self.len.set(self.len.get().wrapping_add_signed(d as isize));
                     if d < 0 {
-                        if let Some(target) = self.shrink_policy.target(idx.bins(), self.len.get()) {
-                            // An index that cannot be allocated only means no shrink.
-                            let _ = self.shrink(target);
-                        }
+                        self.maybe_shrink(idx.bins());
                     }
                     return Ok(r);
                 }
@@ -425,12 +444,6 @@ impl<K, V, S> Drop for LocalMap<K, V, S> {
     fn drop(&mut self) {
         // SAFETY: the index is owned by this map and freed once, here.
         drop(unsafe { Box::from_raw(self.index.get()) });
-    }
-}
-
-impl<K, V, S> core::fmt::Debug for LocalMap<K, V, S> {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("LocalMap").field("len", &self.len.get()).finish_non_exhaustive()
     }
 }
 
