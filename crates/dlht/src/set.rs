@@ -214,3 +214,33 @@ impl<K: Inline + fmt::Debug, S: BuildHasher> fmt::Debug for Set<K, S> {
         f.debug_set().entries(self.iter()).finish()
     }
 }
+
+/// A new set with the same keys and a clone of the hasher (a weakly
+/// consistent copy under concurrent updates, as for `Map`).
+///
+/// ```
+/// let s: dlht::Set<u64> = (0..10).collect();
+/// let c = s.clone();
+/// s.remove(&1);
+/// assert!(c.contains(&1) && c.len() == 10);
+/// ```
+impl<K: Inline, S: BuildHasher + Clone> Clone for Set<K, S> {
+    fn clone(&self) -> Self {
+        Set { map: self.map.clone() }
+    }
+}
+
+/// Equal when both hold the same keys, whatever their hashers.
+///
+/// ```
+/// let a: dlht::Set<u64> = [1, 2].into_iter().collect();
+/// let b: dlht::Set<u64> = [2, 1].into_iter().collect();
+/// assert_eq!(a, b);
+/// ```
+impl<K: Inline, S: BuildHasher, S2: BuildHasher> PartialEq<Set<K, S2>> for Set<K, S> {
+    fn eq(&self, other: &Set<K, S2>) -> bool {
+        self.len() == other.len() && self.iter().all(|k| other.contains(&k))
+    }
+}
+
+impl<K: Inline, S: BuildHasher> Eq for Set<K, S> {}

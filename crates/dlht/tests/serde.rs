@@ -89,6 +89,10 @@ fn allocator_maps_round_trip_with_their_namespaces() {
     a.sort();
     b.sort();
     assert_eq!(a, b);
+    assert_eq!(back, m);
+    assert_eq!(back.clone(), m);
+    back.namespace(3).unwrap().upsert("n3".into(), vec![9], &bg);
+    assert_ne!(back, m, "a value differs in one namespace");
 
     let bm = ByteMap::new();
     let g = bm.guard();
@@ -104,6 +108,10 @@ fn allocator_maps_round_trip_with_their_namespaces() {
     b.sort();
     assert_eq!(a, b);
     assert_eq!(a.len(), 60, "20 key lengths in 3 namespaces");
+    assert_eq!(back, bm);
+    assert_eq!(bm.clone(), bm);
+    back.namespace(1).unwrap().remove(&[b'x'; 1], &bg);
+    assert_ne!(back, bm);
     // Keys and values may also be given as strings.
     let s: ByteMap = serde_json::from_str(r#"[[0, "key", "value"], [2, [1, 2], []]]"#).unwrap();
     let g = s.guard();

@@ -746,6 +746,43 @@ impl<K: AsRef<[u8]>, V: AsRef<[u8]>, S: BuildHasher + Default> FromIterator<(K, 
     }
 }
 
+/// A new map with the same entries (namespaces kept) and a clone of the
+/// hasher: a weakly consistent copy under concurrent updates. Panics if
+/// memory is refused.
+///
+/// ```
+/// let m: dlht::ByteMap = [("k", "v"), ("a longer key", "w")].into_iter().collect();
+/// let c = m.clone();
+/// assert_eq!(c, m);
+/// m.remove(b"k", &m.guard());
+/// assert_ne!(c, m);
+/// ```
+impl<S: BuildHasher + Clone> Clone for ByteMap<S> {
+    fn clone(&self) -> Self {
+        let copy = or_panic(Self::try_with_capacity_and_hasher(self.len(), self.hasher.clone()));
+        let (g, cg) = (self.guard(), copy.guard());
+        for (ns, k, v) in self.iter(&g) {
+            or_panic(or_panic(copy.namespace(ns)).upsert(&k, &v, &cg));
+        }
+        drop(cg);
+        copy
+    }
+}
+
+/// Equal when both hold the same keys, namespace by namespace, with equal
+/// values, whatever their hashers.
+impl<S: BuildHasher, S2: BuildHasher> PartialEq<ByteMap<S2>> for ByteMap<S> {
+    fn eq(&self, other: &ByteMap<S2>) -> bool {
+        let (g, og) = (self.guard(), other.guard());
+        self.len() == other.len()
+            && self.iter(&g).all(|(ns, k, v)| {
+                other.namespace(ns).is_ok_and(|space| space.get(&k, &og).as_deref() == Some(&*v))
+            })
+    }
+}
+
+impl<S: BuildHasher> Eq for ByteMap<S> {}
+
 impl<S: BuildHasher> fmt::Debug for ByteMap<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let g = self.guard();

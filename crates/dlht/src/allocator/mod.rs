@@ -935,6 +935,62 @@ where
     }
 }
 
+/// A new map with the same entries (namespaces kept), cloned keys and
+/// values and a clone of the hasher: a weakly consistent copy under
+/// concurrent updates (see [`AllocMap::iter`]); [`AllocMap::snapshot`]
+/// gives one instant. Panics if memory is refused.
+///
+/// ```
+/// let m: dlht::AllocMap<String, u32> = [("a".to_string(), 1)].into_iter().collect();
+/// let c = m.clone();
+/// assert_eq!(c, m);
+/// m.upsert("a".to_string(), 2, &m.guard());
+/// assert_ne!(c, m);
+/// ```
+impl<K, V, S> Clone for AllocMap<K, V, S>
+where
+    K: Hash + Eq + Send + Sync + 'static + Clone,
+    V: Send + Sync + 'static + Clone,
+    S: BuildHasher + Clone,
+{
+    fn clone(&self) -> Self {
+        let copy = or_panic(Self::try_with_capacity_and_hasher(self.len(), self.hasher.clone()));
+        let (g, cg) = (self.guard(), copy.guard());
+        for (ns, k, v) in self.iter(&g) {
+            let space = or_panic(copy.namespace(ns));
+            or_panic(space.try_upsert(k.clone(), v.clone(), &cg));
+        }
+        drop(cg);
+        copy
+    }
+}
+
+/// Equal when both hold the same keys, namespace by namespace, with equal
+/// values, whatever their hashers (exact when neither changes meanwhile).
+impl<K, V, S, S2> PartialEq<AllocMap<K, V, S2>> for AllocMap<K, V, S>
+where
+    K: Hash + Eq + Send + Sync + 'static,
+    V: Send + Sync + 'static + PartialEq,
+    S: BuildHasher,
+    S2: BuildHasher,
+{
+    fn eq(&self, other: &AllocMap<K, V, S2>) -> bool {
+        let (g, og) = (self.guard(), other.guard());
+        self.len() == other.len()
+            && self
+                .iter(&g)
+                .all(|(ns, k, v)| other.namespace(ns).is_ok_and(|space| space.get(k, &og) == Some(v)))
+    }
+}
+
+impl<K, V, S> Eq for AllocMap<K, V, S>
+where
+    K: Hash + Eq + Send + Sync + 'static,
+    V: Send + Sync + 'static + Eq,
+    S: BuildHasher,
+{
+}
+
 impl<K, V, S> fmt::Debug for AllocMap<K, V, S>
 where
     K: Hash + Eq + Send + Sync + 'static + fmt::Debug,
