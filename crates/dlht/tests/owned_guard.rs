@@ -6,6 +6,14 @@
 
 use dlht::{AllocMap, ByteMap, OwnedGuard};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, MutexGuard};
+
+/// The registry of owned guards is process-wide: an owned guard of one
+/// test holds back what another retires. The tests here run one at a time.
+fn serial() -> MutexGuard<'static, ()> {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// Flags set by the values' drops.
 static DROPPED: [AtomicBool; 4] = [const { AtomicBool::new(false) }; 4];
@@ -38,6 +46,7 @@ fn owned_guards_are_send_and_sync() {
 
 #[test]
 fn a_value_read_under_an_owned_guard_outlives_its_remove() {
+    let _serial = serial();
     let m = AllocMap::<u64, Tracked>::new();
     m.insert(1, Tracked(0), &m.guard()).unwrap();
     let g = m.owned_guard();
@@ -73,6 +82,7 @@ fn a_value_read_under_an_owned_guard_outlives_its_remove() {
 
 #[test]
 fn owned_guards_work_with_byte_maps_and_across_threads() {
+    let _serial = serial();
     let m = ByteMap::new();
     let g = m.owned_guard();
     m.insert(b"a key longer than eight bytes", b"value", &g).unwrap().unwrap();

@@ -7,7 +7,7 @@ mod common;
 
 use dlht::{Map, Set};
 use rayon::prelude::*;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 #[test]
 fn par_iter_yields_the_contents() {
@@ -35,6 +35,7 @@ fn par_iter_yields_each_stable_key_once_across_resizes() {
         m.insert(k, k).unwrap();
     }
     let stop = AtomicBool::new(false);
+    let rounds = AtomicUsize::new(0);
     struct Stop<'a>(&'a AtomicBool);
     impl Drop for Stop<'_> {
         fn drop(&mut self) {
@@ -43,26 +44,32 @@ fn par_iter_yields_each_stable_key_once_across_resizes() {
     }
     let resizes_before = m.stats().resizes;
     std::thread::scope(|s| {
-        s.spawn(|| {
-            let mut round = 0u64;
-            while !stop.load(Ordering::SeqCst) {
-                let base = (round + 1) << 32;
-                for i in 0..60_000 {
-                    m.insert(base | i, i).unwrap();
-                }
-                for i in 0..60_000 {
-                    assert_eq!(m.remove(&(base | i)), Some(i));
-                }
-                m.shrink_to_fit();
-                round += 1;
+        s.spawn(|| loop {
+            // At least one round, whatever the other thread does.
+            let round = rounds.load(Ordering::SeqCst) as u64;
+            let base = (round + 1) << 32;
+            for i in 0..60_000 {
+                m.insert(base | i, i).unwrap();
+            }
+            for i in 0..60_000 {
+                assert_eq!(m.remove(&(base | i)), Some(i));
+            }
+            m.shrink_to_fit();
+            rounds.fetch_add(1, Ordering::SeqCst);
+            if stop.load(Ordering::SeqCst) {
+                break;
             }
         });
         let _stop = Stop(&stop);
-        for _ in 0..20 {
+        // Iterate until the writer finished two rounds (and at least 20
+        // times), so that iterations overlap its grows and shrinks.
+        let mut iterations = 0;
+        while iterations < 20 || rounds.load(Ordering::SeqCst) < 2 {
             let mut seen: Vec<u64> = m.par_iter().map(|(k, _)| k).filter(|&k| k < stable).collect();
             seen.sort_unstable();
             assert_eq!(seen.len() as u64, stable, "a stable key was missed or yielded twice");
             assert!(seen.iter().enumerate().all(|(i, &k)| i as u64 == k));
+            iterations += 1;
         }
     });
     assert!(m.stats().resizes > resizes_before, "resizes ran meanwhile");
@@ -78,11 +85,11 @@ fn par_extend_matches_sequential_extend() {
     let shared = Map::<u64, u64>::new();
     std::thread::scope(|s| {
         s.spawn(|| {
+            // Reads race the extension: each key is absent or has its value.
             for &(k, v) in pairs.iter().rev().take(1000) {
-                while shared.get(&k).is_none() {
-                    std::hint::spin_loop();
+                if let Some(got) = shared.get(&k) {
+                    assert_eq!(got, v);
                 }
-                assert_eq!(shared.get(&k), Some(v));
             }
         });
         (&shared).par_extend(pairs.par_iter().copied());
