@@ -51,5 +51,6 @@ done <<'PLANTS'
 trust_signature alloc_map alloc_map_matches_hashmap_with_colliding_signatures
 inline_any_length byte_map keys_differing_only_in_trailing_zeros_or_namespace_are_distinct
 snapshot_thaw_early snapshot a_snapshot_is_one_instant_under_writers_and_resizes
+iter_class_reuse iter a_held_iterator_reads_each_key_once_across_grows_and_shrinks
 PLANTS
 exit $status

@@ -19,10 +19,40 @@ use crate::raw::header::SlotState;
 use crate::raw::index::Index;
 use crate::raw::threading::Threading;
 
+/// A hash class: the hashes `h` with `h & mask == want` (`mask` is some
+/// index's bins − 1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Class {
+    mask: u64,
+    want: u64,
+}
+
+impl Class {
+    /// The class of bin `b` of `idx`.
+    fn of(idx: &Index, b: usize) -> Class {
+        Class { mask: (idx.bins() - 1) as u64, want: b as u64 }
+    }
+
+    /// The hashes in both classes, or None if no hash is. Masks are all
+    /// ones below some bit, so the finer class decides, if it agrees with
+    /// the coarser.
+    fn and(self, other: Class) -> Option<Class> {
+        let (fine, coarse) = if self.mask >= other.mask { (self, other) } else { (other, self) };
+        (fine.want & coarse.mask == coarse.want).then_some(fine)
+    }
+}
+
 /// Append to `out` the live `(key, value)` words of the class of bin `b`
 /// of `idx`: the hashes `h` with `h & (idx.bins() - 1) == b`. `hash` is
 /// the map's hash of a key word, needed only where the class shares a bin
 /// of a later index with other classes.
+///
+/// A key never leaves its class, so where bin `b` was transferred the
+/// class is read in the next index: a grow splits it over several bins, a
+/// shrink merges it into one bin with other classes (whose keys are
+/// filtered out by hash), and a later grow of that bin splits it again —
+/// into bins of which only those that agree with the class are read, so
+/// no key is read twice. Each bin is read as one validated snapshot.
 ///
 /// The caller keeps `idx` allocated (a guard, or exclusive access), which
 /// also keeps every later index allocated (see `Index::next_index`).
@@ -32,25 +62,39 @@ pub(crate) fn collect_class<T: Threading>(
     hash: &dyn Fn(u64) -> u64,
     out: &mut Vec<(u64, u64)>,
 ) {
-    collect_filtered::<T>(idx, b, None, hash, out)
+    let class = Class::of(idx, b);
+    if read_bin::<T>(idx, b, class, hash, out) {
+        return; // the common case: no transfer, no allocation
+    }
+    // The bin moved: follow the class through later indexes with a work
+    // list (however many resizes ran meanwhile, no recursion).
+    let mut work = Vec::new();
+    push_next(idx, b, class, &mut work);
+    while let Some((idx, b, class)) = work.pop() {
+        if !read_bin::<T>(idx, b, class, hash, out) {
+            push_next(idx, b, class, &mut work);
+        }
+    }
 }
 
-/// [`collect_class`] for bin `b` of `idx`, keeping only keys whose hash
-/// satisfies `class` (when this bin also holds other classes).
-fn collect_filtered<T: Threading>(
+/// Read the keys of `class` in bin `b` of `idx` into `out`: true if done,
+/// false if the bin was transferred (nothing added; read the next index).
+fn read_bin<T: Threading>(
     idx: &Index,
     b: usize,
-    class: Option<(u64, u64)>,
+    class: Class,
     hash: &dyn Fn(u64) -> u64,
     out: &mut Vec<(u64, u64)>,
-) {
+) -> bool {
     let bin = idx.bin_as::<T>(b);
     let (dead, pending, shadow) = (bin.dead(), bin.pending(), bin.shadow());
+    // The bin holds other classes too when the class is finer than it.
+    let filter = class.mask > (idx.bins() - 1) as u64;
     let start = out.len();
     loop {
         let mut h = bin.header();
         if settle(&bin, &mut h) {
-            break; // transferred: read the class in the next index
+            return false; // transferred: read the class in the next index
         }
         let mut lm = None;
         for i in h.slots_in(SlotState::Valid) {
@@ -61,35 +105,47 @@ fn collect_filtered<T: Threading>(
             }
         }
         if validate(&bin, h) {
-            if let Some((mask, want)) = class {
+            if filter {
                 let mut keep = start;
                 for j in start..out.len() {
-                    if hash(out[j].0) & mask == want {
+                    if hash(out[j].0) & class.mask == class.want {
                         out[keep] = out[j];
                         keep += 1;
                     }
                 }
                 out.truncate(keep);
             }
-            return;
+            return true;
         }
         out.truncate(start); // changed under us: read it again
     }
+}
+
+/// Queue the bins of the next index that hold keys of `class`, which bin
+/// `b` of `idx` held before its transfer.
+fn push_next<'i>(idx: &'i Index, b: usize, class: Class, work: &mut Vec<(&'i Index, usize, Class)>) {
     let next = idx.next_index().expect("dlht invariant: a transferred bin has a next index");
     let (old_bins, new_bins) = (idx.bins(), next.bins());
-    // The class of `b` here (after any filter already applied) is the hashes
-    // with these low bits.
-    let (mask, want) = class.unwrap_or(((old_bins - 1) as u64, b as u64));
     if new_bins >= old_bins {
-        // Growth: the class is split over bins b, b + old, b + 2·old, …;
-        // a filter from an earlier, smaller index still applies there.
+        // Growth (or a shrink's fallback): bins b, b + old, b + 2·old, …,
+        // of which only those agreeing with the class can hold its keys.
         for j in 0..new_bins / old_bins {
             let nb = b + j * old_bins;
-            collect_filtered::<T>(next, nb, class, hash, out);
+            // Planted bug (scripts/planted-bugs.sh): follow every child with
+            // the class unchanged, so a class merged by a shrink and split
+            // by a grow is read once per path.
+            let c = if cfg!(dlht_plant = "iter_class_reuse") {
+                Some(class)
+            } else {
+                class.and(Class::of(next, nb))
+            };
+            if let Some(c) = c {
+                work.push((next, nb, c));
+            }
         }
     } else {
         // A smaller index: the class shares its bin with others.
-        collect_filtered::<T>(next, b & (new_bins - 1), Some((mask, want)), hash, out);
+        work.push((next, b & (new_bins - 1), class));
     }
 }
 
