@@ -36,12 +36,6 @@ fn par_iter_yields_each_stable_key_once_across_resizes() {
     }
     let stop = AtomicBool::new(false);
     let rounds = AtomicUsize::new(0);
-    struct Stop<'a>(&'a AtomicBool);
-    impl Drop for Stop<'_> {
-        fn drop(&mut self) {
-            self.0.store(true, Ordering::SeqCst);
-        }
-    }
     let resizes_before = m.stats().resizes;
     std::thread::scope(|s| {
         s.spawn(|| loop {
@@ -60,7 +54,7 @@ fn par_iter_yields_each_stable_key_once_across_resizes() {
                 break;
             }
         });
-        let _stop = Stop(&stop);
+        let _stop = common::SetOnDrop(&stop);
         // Iterate until the writer finished two rounds (and at least 20
         // times), so that iterations overlap its grows and shrinks.
         let mut iterations = 0;

@@ -4,6 +4,8 @@
 //! instant under concurrent updates.
 #![cfg(all(not(loom), feature = "serde"))]
 
+mod common;
+
 use dlht::{AllocMap, ByteMap, Map, Set};
 
 #[test]
@@ -55,15 +57,7 @@ fn serializing_under_concurrent_updates_gives_one_instant() {
                 m.upsert(1, 0);
             }
         });
-        // Stops the writer however this thread leaves (a failed check
-        // unwinds through the scope, which joins the writer).
-        struct Stop<'a>(&'a std::sync::atomic::AtomicBool);
-        impl Drop for Stop<'_> {
-            fn drop(&mut self) {
-                self.0.store(true, std::sync::atomic::Ordering::Relaxed);
-            }
-        }
-        let _stop = Stop(&stop);
+        let _stop = common::SetOnDrop(&stop);
         for _ in 0..200 {
             let snap: std::collections::HashMap<u64, u64> =
                 serde_json::from_str(&serde_json::to_string(&m).unwrap()).unwrap();
@@ -154,13 +148,7 @@ fn allocator_serialization_is_one_instant() {
                 m.upsert(b"\x01", b"0", &g).unwrap();
             }
         });
-        struct Stop<'a>(&'a std::sync::atomic::AtomicBool);
-        impl Drop for Stop<'_> {
-            fn drop(&mut self) {
-                self.0.store(true, std::sync::atomic::Ordering::Relaxed);
-            }
-        }
-        let _stop = Stop(&stop);
+        let _stop = common::SetOnDrop(&stop);
         for _ in 0..100 {
             let back: ByteMap = serde_json::from_str(&serde_json::to_string(&m).unwrap()).unwrap();
             let g = back.guard();

@@ -123,27 +123,14 @@ pub fn shrink(
     if target >= idx.bins() || core.current(guard).generation != idx.generation {
         return Ok(());
     }
-    // AcqRel/Acquire: as in `grow`, the phase hands roles over.
-    match idx.resize.phase.compare_exchange(IDLE, ALLOCATING, Ordering::AcqRel, Ordering::Acquire) {
-        Ok(_) => {
-            let allocated = Index::new(target, idx.markers, idx.generation + 1)
-                .and_then(|next| Ok((next, Index::new(idx.bins(), idx.markers, idx.generation + 2)?)));
-            match allocated {
-                Ok((next, fallback)) => {
-                    // Relaxed: `attach_next`'s Release publishes it with the
-                    // next index, before any helper can look for it.
-                    idx.resize.fallback.store(Box::into_raw(Box::new(fallback)), Ordering::Relaxed);
-                    idx.attach_next(Box::new(next));
-                    idx.resize.phase.store(PUBLISHED, Ordering::Release);
-                }
-                Err(e) => {
-                    idx.resize.phase.store(IDLE, Ordering::Release);
-                    return Err(e);
-                }
-            }
-        }
-        Err(PUBLISHED) => {}     // a resize is under way: help it
-        Err(_) => return Ok(()), // another thread is allocating, or a snapshot holds it
+    let make = || {
+        Ok((
+            Index::new(target, idx.markers, idx.generation + 1)?,
+            Some(Index::new(idx.bins(), idx.markers, idx.generation + 2)?),
+        ))
+    };
+    if !attach(idx, make)? {
+        return Ok(()); // another thread is allocating, or a snapshot holds it
     }
     help(core, idx, hash);
     Ok(())
@@ -176,27 +163,41 @@ pub fn grow(
         backoff(&mut spins);
     }
     // R2
-    loop {
-        // AcqRel/Acquire: `phase` hands the allocator role over; the Acquire
-        // side pairs with the Release stores below that end each phase.
-        match idx.resize.phase.compare_exchange(IDLE, ALLOCATING, Ordering::AcqRel, Ordering::Acquire) {
-            Ok(_) => match next_index(idx, min_bins) {
-                Ok(next) => {
-                    idx.attach_next(Box::new(next));
-                    idx.resize.phase.store(PUBLISHED, Ordering::Release);
-                    break;
-                }
-                Err(e) => {
-                    idx.resize.phase.store(IDLE, Ordering::Release);
-                    return Err(e);
-                }
-            },
-            Err(PUBLISHED) => break,
-            Err(_) => backoff(&mut spins), // another thread is allocating
-        }
+    while !attach(idx, || Ok((next_index(idx, min_bins)?, None)))? {
+        backoff(&mut spins); // another thread is allocating
     }
     help(core, idx, hash);
     Ok(())
+}
+
+/// R2, for a grow and a shrink alike: win the allocator role (idle →
+/// allocating), attach the index `make` builds (with a shrink's fallback)
+/// and publish it. True once a next index is attached (here or by another
+/// thread: help it); false while another thread holds the role (allocating,
+/// or a snapshot); `make`'s error resets the phase.
+fn attach(idx: &Index, make: impl FnOnce() -> Result<(Index, Option<Index>), Error>) -> Result<bool, Error> {
+    // AcqRel/Acquire: `phase` hands the allocator role over; the Acquire
+    // side pairs with the Release stores below that end each phase.
+    match idx.resize.phase.compare_exchange(IDLE, ALLOCATING, Ordering::AcqRel, Ordering::Acquire) {
+        Ok(_) => match make() {
+            Ok((next, fallback)) => {
+                if let Some(f) = fallback {
+                    // Relaxed: `attach_next`'s Release publishes it with
+                    // the next index, before any helper can look for it.
+                    idx.resize.fallback.store(Box::into_raw(Box::new(f)), Ordering::Relaxed);
+                }
+                idx.attach_next(Box::new(next));
+                idx.resize.phase.store(PUBLISHED, Ordering::Release);
+                Ok(true)
+            }
+            Err(e) => {
+                idx.resize.phase.store(IDLE, Ordering::Release);
+                Err(e)
+            }
+        },
+        Err(PUBLISHED) => Ok(true),
+        Err(_) => Ok(false),
+    }
 }
 
 /// Take the current index for a snapshot: no resize of it can start until

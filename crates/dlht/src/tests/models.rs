@@ -183,15 +183,36 @@ fn race_with_transfer<T: Send + 'static>(
         let old = index(2);
         ins(&old, K, 1);
         let new = old.attach_next(Box::new(Index::new(4, markers(), 2).unwrap()));
-        let o2 = old.clone();
-        let t = loom::thread::spawn(move || race(&o2));
-        // SAFETY: `new` stays allocated until both threads are done.
-        transfer_bin::<Shared>(&old, 0, unsafe { &*new }, &|w| w);
-        let r = t.join().unwrap();
-        // SAFETY: both threads are done with the new index; freed once.
-        let new = unsafe { Box::from_raw(new) };
-        check(&old, &new, r);
+        race_during(
+            old,
+            new,
+            |old, new| {
+                transfer_bin::<Shared>(old, 0, new, &|w| w);
+            },
+            race,
+            check,
+        );
     });
+}
+
+/// Run `race(old)` on a second thread while this thread runs
+/// `transfer(old, new)`, then `check(old, new, result)`; frees `new` (from
+/// `attach_next`).
+fn race_during<T: Send + 'static>(
+    old: Arc<Index>,
+    new: *mut Index,
+    transfer: impl FnOnce(&Index, &Index),
+    race: impl Fn(&Index) -> T + Send + 'static,
+    check: impl Fn(&Index, &Index, T),
+) {
+    let o2 = old.clone();
+    let t = loom::thread::spawn(move || race(&o2));
+    // SAFETY: `new` stays allocated until both threads are done.
+    transfer(&old, unsafe { &*new });
+    let r = t.join().unwrap();
+    // SAFETY: both threads are done with the new index; freed once.
+    let new = unsafe { Box::from_raw(new) };
+    check(&old, &new, r);
 }
 
 #[test]
@@ -241,15 +262,13 @@ fn race_with_shrink<T: Send + 'static>(
         ins(&old, B, 1);
         let new = old.attach_next(Box::new(Index::new(2, markers(), 2).unwrap()));
         let fallback = Index::new(4, markers(), 3).unwrap();
-        let o2 = old.clone();
-        let t = loom::thread::spawn(move || race(&o2));
-        // SAFETY: `new` stays allocated until both threads are done.
-        transfer_target::<Shared>(&old, 0, unsafe { &*new }, &fallback, &|w| w);
-        let r = t.join().unwrap();
-        // SAFETY: both threads are done with the new index; freed once.
-        let new = unsafe { Box::from_raw(new) };
-        assert!(new.next_index().is_none(), "two keys fit: no fallback");
-        check(&old, &new, r);
+        let merge = |old: &Index, new: &Index| {
+            transfer_target::<Shared>(old, 0, new, &fallback, &|w| w);
+        };
+        race_during(old, new, merge, race, |old, new, r| {
+            assert!(new.next_index().is_none(), "two keys fit: no fallback");
+            check(old, new, r);
+        });
     });
 }
 

@@ -169,3 +169,14 @@ pub fn with_maps(mut test: impl FnMut(&str, &Build<'_, dyn MapUnderTest>)) {
         Box::new(LocalMap::<u64, u64, Modulo>::with_capacity_and_hasher(n, Modulo))
     });
 }
+
+/// Sets its flag when dropped, also on unwind: a test thread that fails
+/// still stops the helper threads that wait for the flag (a scope joins
+/// them before the failure is reported).
+pub struct SetOnDrop<'a>(pub &'a std::sync::atomic::AtomicBool);
+
+impl Drop for SetOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
