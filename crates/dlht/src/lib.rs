@@ -305,8 +305,8 @@
 //! for 2^22 keys, 2 MiB after the drain). Bins that cannot merge (a hash
 //! that crowds a few bins, such as `Modulo` on strided keys) make the
 //! shrink fall back: the map returns to its former size
-//! ([`Stats::shrinks_fell_back`]) and waits for half as many keys before
-//! trying again.
+//! ([`Stats::shrinks_fell_back`]) and waits for half as many keys, or
+//! for as many removes as it had keys, before trying again.
 //!
 //! ## Platforms
 //!

@@ -1,9 +1,9 @@
 //! Index lifetime: when an old index may be freed (paper §3.2.5, "GC old
 //! index"; hazard 4).
 //!
-//! Each thread owns a cache-padded record (via the `thread_local` crate,
-//! one per map) holding the *generation* it announced on entering the map,
-//! 0 when outside. Indexes are numbered by generation. A thread that
+//! Each thread holds a cache-padded record (one per map, claimed by one
+//! thread at a time: see `records`) holding the *generation* it announced
+//! on entering the map, 0 when outside. Indexes are numbered by generation. A thread that
 //! announced `g` may reach any index of generation ≥ `g` (it follows `next`
 //! pointers from the one it loaded), so an index of generation `r` may be
 //! freed once every announcement is 0 or > `r`.
@@ -159,6 +159,9 @@ pub struct Guard<'a> {
     /// The generation this guard announced; 0 for a nested guard, which
     /// announces nothing and leaves nothing.
     announced: u64,
+    /// The record is this guard's alone (a call during thread teardown):
+    /// its claim, released when the guard drops.
+    temporary: Option<records::TemporaryClaim>,
     _not_send: core::marker::PhantomData<*const ()>,
 }
 
@@ -181,6 +184,9 @@ impl Drop for Guard<'_> {
     fn drop(&mut self) {
         if self.announced != 0 {
             self.reclaim.leave(self.record, self.announced);
+        }
+        if let Some(claim) = self.temporary.take() {
+            claim.release();
         }
     }
 }
@@ -205,7 +211,7 @@ impl Reclaim {
     /// The generation this thread announced (0 outside the map).
     #[cfg(all(test, loom))]
     pub(crate) fn announced(&self) -> u64 {
-        self.threads.get().announced.load(Ordering::Relaxed)
+        self.threads.get().0.announced.load(Ordering::Relaxed)
     }
 
     /// Enter the map: the outermost guard of this thread announces the
@@ -213,7 +219,7 @@ impl Reclaim {
     /// the current index next (SeqCst: the load half of the Dekker pair).
     #[inline(always)]
     pub fn pin<'a>(&'a self, generation: &AtomicU64) -> Guard<'a> {
-        let record = self.threads.get();
+        let (record, temporary) = self.threads.get();
         let mut announced = 0;
         // Relaxed: only this thread writes its announcement; non-zero means
         // an outer guard of this thread is inside this map.
@@ -234,7 +240,7 @@ impl Reclaim {
             self.announce(record, g);
             announced = g;
         }
-        Guard { reclaim: self, record, announced, _not_send: core::marker::PhantomData }
+        Guard { reclaim: self, record, announced, temporary, _not_send: core::marker::PhantomData }
     }
 
     /// Announce generation `g` for this thread (see the module docs).
@@ -426,30 +432,102 @@ impl Drop for Reclaim {
 /// The per-thread records of one map.
 mod records {
     use super::ThreadRecord;
-    use crossbeam_utils::CachePadded;
+    #[cfg(not(loom))]
+    use std::cell::{Cell, RefCell};
+    #[cfg(not(loom))]
+    use std::collections::HashMap;
+    #[cfg(not(loom))]
+    use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
+    #[cfg(not(loom))]
+    use std::sync::Arc;
 
-    /// One record per thread that ever entered the map, found through the
-    /// `thread_local` crate, with a one-entry cache in front of it: the
-    /// crate's lookup (a lazily initialized thread id, a bucket, a presence
-    /// flag: three dependent loads and a dozen instructions) cost about a
-    /// fifth of an unbatched memory-resident get, as much again as the
-    /// announcement itself. The cache is a const-initialized std
-    /// thread-local (one `%fs`-relative load on x86-64 Linux) holding the
-    /// record of the map this thread entered last, keyed by an id no other
-    /// `Records` of the process ever has.
+    /// One record per thread inside the map, each *claimed* by one thread
+    /// at a time, found through a one-entry cache.
+    ///
+    /// Written here rather than taken from the `thread_local` crate, which
+    /// this replaced: the crate releases a thread's id in a TLS destructor
+    /// and gives the id, and with it the record, to the next new thread,
+    /// while a later TLS destructor of the first thread (any `Drop` that
+    /// touches the map during thread exit, crossbeam-epoch's deferred
+    /// drops included) could still reach the record: two live threads on
+    /// one announcement, and an index freed under one of them. Here a
+    /// thread claims a record (a flag set by CAS) and releases it only
+    /// when its own table of claims is destroyed at thread exit, which
+    /// also empties the cache; a call from a TLS destructor that runs
+    /// after that claims a temporary record for the length of its guard.
+    ///
+    /// The cache is a const-initialized std thread-local (one `%fs`-relative
+    /// load on x86-64 Linux, no destructor, so readable during teardown)
+    /// holding the record of the map this thread entered last, keyed by an
+    /// id no other `Records` of the process ever has: a full lookup costs
+    /// about a fifth of an unbatched memory-resident get, as much again as
+    /// the announcement itself.
     #[cfg(not(loom))]
     pub struct Records {
-        records: thread_local::ThreadLocal<CachePadded<ThreadRecord>>,
+        registry: Arc<Registry>,
+    }
+
+    /// The records of one map: an append-only list, shared with the tables
+    /// of claims of the threads that hold them (a thread may release its
+    /// claim after the map is gone).
+    #[cfg(not(loom))]
+    struct Registry {
         /// Unique in the process (a u64 counter: never wraps in practice).
         id: u64,
+        head: AtomicPtr<Node>,
+        /// Set when the map drops: claims on it can be forgotten.
+        dropped: AtomicBool,
+    }
+
+    /// A record and its claim, alone in a pair of cache lines (as
+    /// crossbeam's `CachePadded` pads on x86-64: the adjacent-line
+    /// prefetcher pairs lines), so threads never share a line.
+    #[cfg(not(loom))]
+    #[repr(C, align(128))] // `record` first: `Records::release` finds the node from it
+    struct Node {
+        record: ThreadRecord,
+        /// The record's claim: held by one thread at a time.
+        claimed: AtomicBool,
+        /// The next node; fixed before this one is published.
+        next: *mut Node,
+    }
+
+    /// The claim of a record taken for one guard (see [`Records::get`]).
+    #[cfg(not(loom))]
+    pub struct TemporaryClaim {
+        /// The record's claim flag; its node lives as long as the map,
+        /// which the guard borrows.
+        claimed: *const AtomicBool,
+    }
+
+    #[cfg(not(loom))]
+    impl TemporaryClaim {
+        /// Give the record back: the guard has left.
+        pub fn release(self) {
+            // Release: this thread's writes to the record (its length
+            // share) happen before the next claimer's reads.
+            // SAFETY: see `claimed`: the guard that owns this claim still
+            // borrows the map.
+            unsafe { (*self.claimed).store(false, Ordering::Release) };
+        }
+    }
+
+    /// A thread's claims: the record it holds in each map it entered.
+    /// Dropped at thread exit, releasing them.
+    #[cfg(not(loom))]
+    #[derive(Default)]
+    struct Claims {
+        held: RefCell<HashMap<u64, (Arc<Registry>, *const Node)>>,
+        /// Prune claims on dropped maps when `held` reaches this size.
+        prune_at: Cell<usize>,
     }
 
     #[cfg(not(loom))]
     std::thread_local! {
         /// The id of the `Records` this thread looked up last, and its
-        /// record there.
-        static LAST: core::cell::Cell<(u64, *const ThreadRecord)> =
-            const { core::cell::Cell::new((0, core::ptr::null())) };
+        /// record there (claimed by this thread).
+        static LAST: Cell<(u64, *const ThreadRecord)> = const { Cell::new((0, core::ptr::null())) };
+        static CLAIMS: Claims = Claims::default();
     }
 
     #[cfg(not(loom))]
@@ -457,63 +535,218 @@ mod records {
         fn default() -> Self {
             // Relaxed: the counter only hands out distinct numbers.
             static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-            let id = NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            Records { records: thread_local::ThreadLocal::new(), id }
+            let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+            let registry =
+                Registry { id, head: AtomicPtr::new(core::ptr::null_mut()), dropped: AtomicBool::new(false) };
+            Records { registry: Arc::new(registry) }
+        }
+    }
+
+    #[cfg(not(loom))]
+    impl Drop for Records {
+        fn drop(&mut self) {
+            // Relaxed: only lets threads forget their claims sooner.
+            self.registry.dropped.store(true, Ordering::Relaxed);
         }
     }
 
     #[cfg(not(loom))]
     impl Records {
-        /// This thread's record.
+        /// This thread's record, and its claim if it is temporary (claimed
+        /// for one guard by a call during thread teardown: release it when
+        /// the guard drops).
         #[inline(always)]
-        pub fn get(&self) -> &ThreadRecord {
+        pub fn get(&self) -> (&ThreadRecord, Option<TemporaryClaim>) {
             let (id, record) = LAST.with(|l| l.get());
-            if id == self.id {
+            if id == self.registry.id {
                 // SAFETY: this thread stored `record` with this id in
-                // `get_slow`, from these `Records` (ids are never reused):
-                // it points into `self.records`, whose entries stay at a
-                // fixed address until `self` drops, and `self` is
-                // borrowed for the returned lifetime.
-                return unsafe { &*record };
+                // `get_slow`, from these `Records` (ids are never reused),
+                // and holds its claim (the cache is emptied when the
+                // claims are released): it points into a node of
+                // `self.registry`, which stays at a fixed address while
+                // `self` lives, and `self` is borrowed for the returned
+                // lifetime.
+                return (unsafe { &*record }, None);
             }
             self.get_slow()
         }
 
         #[cold]
         #[inline(never)]
-        fn get_slow(&self) -> &ThreadRecord {
-            let record: &ThreadRecord = self.records.get_or(Default::default);
-            LAST.with(|l| l.set((self.id, record as *const ThreadRecord)));
-            record
+        fn get_slow(&self) -> (&ThreadRecord, Option<TemporaryClaim>) {
+            let r = &self.registry;
+            let held = CLAIMS.try_with(|c| {
+                let node = c.node_in(r);
+                // SAFETY: a node of `r`, alive while `self` is.
+                let record: &ThreadRecord = unsafe { &(*node).record };
+                LAST.with(|l| l.set((r.id, record as *const ThreadRecord)));
+                node
+            });
+            match held {
+                // SAFETY: as above.
+                Ok(node) => (unsafe { &(*node).record }, None),
+                // This thread's claims are gone (a TLS destructor running
+                // after theirs): a record for this guard only.
+                Err(_) => {
+                    let node = r.claim();
+                    // SAFETY: as above.
+                    let claimed = unsafe { &(*node).claimed } as *const AtomicBool;
+                    // SAFETY: as above.
+                    (unsafe { &(*node).record }, Some(TemporaryClaim { claimed }))
+                }
+            }
         }
 
         /// Visit every record.
-        pub fn for_each(&self, f: impl FnMut(&ThreadRecord)) {
-            self.records.iter().map(|r| &**r).for_each(f)
+        pub fn for_each(&self, mut f: impl FnMut(&ThreadRecord)) {
+            // Acquire: pairs with the Release push, so a node's fields are
+            // initialized when read.
+            let mut p = self.registry.head.load(Ordering::Acquire);
+            while !p.is_null() {
+                // SAFETY: nodes are freed only with the registry.
+                let node = unsafe { &*p };
+                f(&node.record);
+                p = node.next;
+            }
         }
     }
 
-    /// Under loom every modelled thread runs on one OS thread, so the
-    /// `thread_local` crate would hand all of them one record. Records are
+    #[cfg(not(loom))]
+    impl Registry {
+        /// Claim a free record, or add one: the node, claimed by this thread.
+        fn claim(&self) -> *const Node {
+            let mut p = self.head.load(Ordering::Acquire);
+            while !p.is_null() {
+                // SAFETY: nodes are freed only with the registry.
+                let node = unsafe { &*p };
+                // Acquire: pairs with the Release of `release` and of the
+                // claims' drop, so the last holder's writes to the record
+                // are seen.
+                if !node.claimed.load(Ordering::Relaxed)
+                    && node
+                        .claimed
+                        .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+                        .is_ok()
+                {
+                    return p;
+                }
+                p = node.next;
+            }
+            let node = Box::into_raw(Box::new(Node {
+                record: ThreadRecord::default(),
+                claimed: AtomicBool::new(true),
+                next: core::ptr::null_mut(),
+            }));
+            let mut head = self.head.load(Ordering::Relaxed);
+            loop {
+                // SAFETY: `node` is ours until published.
+                unsafe { (*node).next = head };
+                // Release: publishes the node's contents to `for_each`
+                // and `claim`.
+                match self.head.compare_exchange_weak(head, node, Ordering::Release, Ordering::Relaxed) {
+                    Ok(_) => return node,
+                    Err(h) => head = h,
+                }
+            }
+        }
+    }
+
+    #[cfg(not(loom))]
+    impl Drop for Registry {
+        fn drop(&mut self) {
+            let mut p = *self.head.get_mut();
+            while !p.is_null() {
+                // SAFETY: the last reference to the registry is gone: every
+                // node was made by Box::into_raw in `claim` and is freed once.
+                let node = unsafe { Box::from_raw(p) };
+                p = node.next;
+            }
+        }
+    }
+
+    #[cfg(not(loom))]
+    impl Claims {
+        /// This thread's node in `r`, claimed on first use.
+        fn node_in(&self, r: &Arc<Registry>) -> *const Node {
+            if let Some(&(_, node)) = self.held.borrow().get(&r.id) {
+                return node;
+            }
+            let node = r.claim();
+            let mut held = self.held.borrow_mut();
+            if held.len() >= self.prune_at.get() {
+                // Forget the claims on maps since dropped (their records
+                // die with the last claim), so that a thread that makes
+                // and drops maps for ever holds a bounded table.
+                // Relaxed: see `Records::drop`.
+                held.retain(|_, (reg, _)| !reg.dropped.load(Ordering::Relaxed));
+                self.prune_at.set((held.len() * 2).max(16));
+            }
+            held.insert(r.id, (r.clone(), node));
+            node
+        }
+    }
+
+    #[cfg(not(loom))]
+    impl Drop for Claims {
+        fn drop(&mut self) {
+            // First the cache, so that a later TLS destructor of this
+            // thread takes a temporary record rather than a released one.
+            // Planted bug (scripts/planted-bugs.sh): keep using a record
+            // after giving it up, as the `thread_local` crate's ids let
+            // the old cache do.
+            #[cfg(not(dlht_plant = "record_reuse_by_id"))]
+            LAST.with(|l| l.set((0, core::ptr::null())));
+            for (_, (registry, node)) in self.held.get_mut().drain() {
+                // SAFETY: `registry` keeps the node alive.
+                let node = unsafe { &*node };
+                // A guard of this thread is still inside (held by a
+                // thread-local destroyed later, say) and will leave
+                // through this record: keep it claimed for good rather
+                // than let another thread share it. Relaxed: only this
+                // thread writes it.
+                if node.record.announced.load(Ordering::Relaxed) != 0 {
+                    continue;
+                }
+                // Release: this thread's writes to the record happen
+                // before the next claimer's reads.
+                node.claimed.store(false, Ordering::Release);
+                drop(registry);
+            }
+        }
+    }
+
+    /// Under loom every modelled thread runs on one OS thread, so
+    /// thread-locals would hand all of them one record. Records are
     /// found by loom thread id instead, through a std (not loom) mutex:
     /// the lookup must add no synchronization the real build lacks.
     #[cfg(loom)]
     #[derive(Default)]
     pub struct Records {
         owners: std::sync::Mutex<Vec<loom::thread::ThreadId>>,
-        records: [CachePadded<ThreadRecord>; 4],
+        records: [crossbeam_utils::CachePadded<ThreadRecord>; 4],
     }
 
     #[cfg(loom)]
     impl Records {
-        pub fn get(&self) -> &ThreadRecord {
+        pub fn get(&self) -> (&ThreadRecord, Option<TemporaryClaim>) {
             let me = loom::thread::current().id();
             let mut owners = self.owners.lock().unwrap();
             let i = owners.iter().position(|&t| t == me).unwrap_or_else(|| {
                 owners.push(me);
                 owners.len() - 1
             });
-            &self.records[i]
+            (&self.records[i], None)
+        }
+    }
+
+    /// No temporary claims under loom.
+    #[cfg(loom)]
+    pub enum TemporaryClaim {}
+
+    #[cfg(loom)]
+    impl TemporaryClaim {
+        pub fn release(self) {
+            match self {}
         }
 
         pub fn for_each(&self, f: impl FnMut(&ThreadRecord)) {

@@ -128,6 +128,66 @@ fn automatic_shrinking_backs_off_after_a_fallback() {
     }
 }
 
+#[test]
+fn automatic_shrinking_resumes_once_the_keys_that_crowded_a_bin_are_gone() {
+    // A fallback once made automatic shrinking wait for half as many keys
+    // for good: a map whose uneven keys left, but whose count stayed put,
+    // kept its large index. Now it tries again after as many removes as it
+    // had keys (and an eighth of its bins).
+    fn check(name: &str, m: &dyn MapUnderTest) {
+        for &k in &heavy_keys() {
+            m.insert(k, k).unwrap();
+        }
+        for i in 0..8000 {
+            m.insert((1 << 40) | i, i).unwrap();
+        }
+        assert_eq!(m.stats().bins, 8192, "{name}");
+        for i in 100..8000 {
+            m.remove((1 << 40) | i);
+        }
+        m.shrink_to_fit(); // falls back: the heavy keys cannot merge
+        let s = m.stats();
+        assert!(s.shrinks_fell_back >= 1 && s.bins == 8192, "{name}: {s:?}");
+        for &k in &heavy_keys() {
+            assert_eq!(m.remove(k), Some(k), "{name}");
+        }
+        // Churn: as many keys as before, different ones.
+        for i in 0..5000u64 {
+            assert_eq!(m.remove((1 << 40) | i), Some(i), "{name}");
+            m.insert((1 << 40) | (i + 100), i + 100).unwrap();
+        }
+        let s = m.stats();
+        assert_eq!(m.len(), 100, "{name}");
+        assert!(s.bins <= 1024, "{name}: still {} bins for 100 keys: {s:?}", s.bins);
+        for i in 5000..5100u64 {
+            assert_eq!(m.get((1 << 40) | i), Some(i), "{name}");
+        }
+    }
+    check("Map", &dlht::Map::<u64, u64, dlht::Modulo>::with_hasher(dlht::Modulo));
+    check("LocalMap", &dlht::LocalMap::<u64, u64, dlht::Modulo>::with_hasher(dlht::Modulo));
+}
+
+#[test]
+fn a_cleared_local_map_shrinks_all_the_way() {
+    // `clear` and `retain` remove without `run`, then shrink: once by at
+    // most 16x, which left an emptied map of 2^16 keys at 4096 bins.
+    for emptied in ["clear", "retain"] {
+        let mut m = dlht::LocalMap::<u64, u64>::new();
+        for k in 0..1 << 16 {
+            m.insert(k, k).unwrap();
+        }
+        let full = m.stats().bins;
+        match emptied {
+            "clear" => assert_eq!(m.clear(), 1 << 16),
+            _ => assert_eq!(m.retain(|k, _| k < 3), (1 << 16) - 3),
+        }
+        let s = m.stats();
+        assert!(s.bins <= 16 && s.shrinks >= 2, "{emptied}: {} bins left of {full}: {s:?}", s.bins);
+        assert_eq!(m.len(), s.occupied_slots);
+        m.insert(1 << 20, 0).unwrap();
+    }
+}
+
 /// Recorded threads run random operations on a few hot keys while a filler
 /// thread cycles: insert the heavy keys and 8000 others (growing), remove
 /// the others (automatic shrinks), `shrink_to_fit` (under `Modulo` it falls

@@ -116,10 +116,20 @@ impl Registry {
         self.hold(h)
     }
 
+    /// Hold `h` back for the owned guards alive now; if the last one
+    /// unregistered since `retire` read the count, there is none, and `h`
+    /// goes back to the caller (no later unregister would free it).
     #[cold]
     fn hold(&self, h: Held) -> Option<Held> {
         let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        // Planted bug (scripts/planted-bugs.sh): read "no guard alive" as
+        // "held", and keep the element forever.
+        #[cfg(dlht_plant = "owned_hold_none")]
         let newest = *s.alive.last()?;
+        #[cfg(not(dlht_plant = "owned_hold_none"))]
+        let Some(&newest) = s.alive.last() else {
+            return Some(h);
+        };
         s.held.push((newest, h));
         None
     }
@@ -202,6 +212,33 @@ mod models {
                 free(&cell);
             }
             reader.join().unwrap();
+        });
+    }
+
+    /// An element retired while the last owned guard unregisters is freed
+    /// exactly once: by the retirer, or by the guard's unregister — never
+    /// held with no guard left to let it go (it would leak, its `Drop`
+    /// never run).
+    #[test]
+    fn an_element_retired_as_the_last_owned_guard_leaves_is_freed_once() {
+        loom::model(|| {
+            let reg = Arc::new(Registry::new(false));
+            let frees = Arc::new(AtomicUsize::new(0));
+            let (r2, f2) = (reg.clone(), frees.clone());
+            let guard = loom::thread::spawn(move || {
+                let (id, barrier) = r2.register();
+                assert!(barrier);
+                let given_back = r2.unregister(id).len();
+                f2.fetch_add(given_back, Ordering::Relaxed);
+            });
+            let h = Held { addr: 0, free: |_| {} };
+            if reg.retire(h).is_some() {
+                frees.fetch_add(1, Ordering::Relaxed);
+            }
+            guard.join().unwrap();
+            let s = reg.state.lock().unwrap();
+            assert_eq!(frees.load(Ordering::Relaxed) + s.held.len(), 1, "an element freed twice or lost");
+            assert!(s.held.is_empty(), "an element held with no owned guard alive: leaked");
         });
     }
 }

@@ -9,16 +9,21 @@
 //! once. `LocalMap` is `Send` but not `Sync`: it can move to another thread
 //! but never be shared, which is what makes the plain stores sound.
 //!
-//! Re-entry: a hasher may call back into the map (through a thread-local,
-//! say), and a nested insert may grow the map and free its index. So no
-//! reference into the index is held across a hasher call: operations hash
-//! before they look the index up, the separability check copies its keys
-//! out first (`driver::check_separable`), and the batch pipeline asks for the
-//! index again after every hash. A nested call *during* a resize — from
-//! the hasher rehashing keys into the new index — cannot be served, since
-//! the bins are half-moved; it panics with a message, and since that panic
-//! unwinds through a transfer the process aborts (see `resize::transfer`).
-//! Hashers must not call into the map.
+//! Re-entry: user code — the closure of `update`, `remove_if` or a batch
+//! request, a `Counter`, the hasher — may call back into the map, and a
+//! nested insert may grow the map, or a nested remove shrink it, while the
+//! outer call holds a bin of the index it replaces. So the map counts how
+//! deeply its calls are nested on this thread (`depth`, raised by every
+//! call that reaches the index), and a resize frees the index it replaces
+//! at once only when no outer call is suspended below it; otherwise the
+//! index waits in `retired` until the outermost call returns (on unwind
+//! too). The outer call then finds its bin moved (its slot's key killed
+//! by the transfer, so no CAS into the old index can succeed) and goes on
+//! in the new index, as a concurrent map's operations do. A nested call
+//! *during* a resize — from the hasher rehashing keys into the new index
+//! — cannot be served, since the bins are half-moved; it panics with a
+//! message, and since that panic unwinds through a transfer the process
+//! aborts (see `resize::transfer`). Hashers must not call into the map.
 
 mod traits;
 
@@ -69,6 +74,16 @@ pub struct LocalMap<K, V, S = DefaultHashBuilder> {
     occupancy_at_resize: RefCell<Vec<f64>>,
     /// True while `grow` transfers bins (see the module docs on re-entry).
     growing: Cell<bool>,
+    /// Calls of this map under way, nested ones included (see the module
+    /// docs on re-entry).
+    depth: Cell<usize>,
+    /// Indexes replaced while an outer call was suspended in user code,
+    /// freed when the outermost call returns. Boxed: the suspended call
+    /// holds references to them, which a move into the Vec would break.
+    #[allow(clippy::vec_box)]
+    retired: Cell<Vec<Box<Index>>>,
+    /// True if `retired` may be non-empty (one load on every call's exit).
+    any_retired: Cell<bool>,
     _kv: PhantomData<KeyValue<K, V>>,
 }
 
@@ -128,21 +143,55 @@ impl<K: Inline, V: Inline, S: BuildHasher> LocalMap<K, V, S> {
             shrink_policy: ShrinkPolicy::new(bins),
             occupancy_at_resize: RefCell::new(Vec::new()),
             growing: Cell::new(false),
+            depth: Cell::new(0),
+            retired: Cell::new(Vec::new()),
+            any_retired: Cell::new(false),
             _kv: PhantomData,
         })
     }
 
     /// The current index.
     ///
-    /// Callers must not hold the reference across a call that may grow the
-    /// map and free it: an operation's own `grow`, or a call of the hasher,
-    /// which may call back in (see the module docs). `grow` itself holds
-    /// the old index across its hasher calls, and refuses nested calls.
+    /// A caller may hold the reference across user code only inside a
+    /// [`call`](Self::call): an index replaced while an outer call is
+    /// suspended waits for it (see the module docs). Outside user code, a
+    /// call must not hold it across its own `grow` or `shrink`. `grow`
+    /// itself holds the old index across its hasher calls, and refuses
+    /// nested calls.
     #[inline(always)]
     fn index(&self) -> &Index {
         // SAFETY: the pointer is always a live index owned by this map; it
-        // is replaced and freed only by `grow`, under the rules above.
+        // is replaced only by `replace_index`, under the rules above.
         unsafe { &*self.index.get() }
+    }
+
+    /// Count a call of the map until the returned guard drops (on unwind
+    /// too): while it lives, an index replaced by a nested call is kept.
+    #[inline(always)]
+    fn call(&self) -> Call<'_, K, V, S> {
+        self.depth.set(self.depth.get() + 1);
+        Call { map: self }
+    }
+
+    /// Make `new` the current index. The old one is freed at once unless a
+    /// call of this map is suspended below the one replacing it (a nested
+    /// call from user code): then it waits until the outermost call returns.
+    fn replace_index(&self, new: Box<Index>) {
+        let old_ptr = self.index.replace(Box::into_raw(new));
+        // SAFETY: `old_ptr` came from Box::into_raw (in `build` or here) and
+        // is no longer the current index, so this is its only owner.
+        let old = unsafe { Box::from_raw(old_ptr) };
+        #[cfg(not(dlht_plant = "local_free_nested"))]
+        if self.depth.get() > 1 {
+            let mut retired = self.retired.take();
+            retired.push(old);
+            self.retired.set(retired);
+            self.any_retired.set(true);
+            return;
+        }
+        // Planted bug (scripts/planted-bugs.sh): free the old index even
+        // under a suspended outer call.
+        drop(old);
     }
 
     /// Replace the index by one `grown_bins` times larger (at least
@@ -159,10 +208,8 @@ impl<K: Inline, V: Inline, S: BuildHasher> LocalMap<K, V, S> {
         self.growing.set(false);
         self.occupancy_at_resize.borrow_mut().push(copied as f64 / old.slot_capacity() as f64);
         self.resizes.set(self.resizes.get() + 1);
-        let old_ptr = self.index.replace(Box::into_raw(Box::new(next)));
-        // SAFETY: `old_ptr` came from Box::into_raw, and nothing refers to
-        // it any more (see `index`).
-        drop(unsafe { Box::from_raw(old_ptr) });
+        self.shrink_policy.resized();
+        self.replace_index(Box::new(next));
         Ok(())
     }
 
@@ -195,34 +242,40 @@ impl<K: Inline, V: Inline, S: BuildHasher> LocalMap<K, V, S> {
         self.shrinks.set((shrinks + 1, fallbacks + fell_back as usize));
         self.resizes.set(self.resizes.get() + 1 + fell_back as usize);
         let new = if fell_back {
-            self.shrink_policy.fell_back(self.len());
+            self.shrink_policy.fell_back(self.len(), old.bins());
             fallback
         } else {
+            self.shrink_policy.resized();
             Box::new(next)
         };
-        let old_ptr = self.index.replace(Box::into_raw(new));
-        // SAFETY: `old_ptr` came from Box::into_raw, and nothing refers to
-        // it any more (see `index`). (`next`, if unused, is dropped here; its
-        // successor pointer to the fallback is never followed again.)
-        drop(unsafe { Box::from_raw(old_ptr) });
+        // (`next`, if unused, is dropped here; its successor pointer to the
+        // fallback is never followed again.)
+        self.replace_index(new);
         Ok(())
     }
 
     /// Automatic shrinking after removes (see `resize::ShrinkPolicy`), for
     /// an index of `bins` bins.
     fn maybe_shrink(&self, bins: usize) {
-        if let Some(target) = self.shrink_policy.target(bins, self.len.get()) {
+        if let Some(target) = self.shrink_policy.target(bins, self.len.get(), 1) {
             // An index that cannot be allocated only means no shrink.
             let _ = self.shrink(target);
         }
     }
 
-    /// Count `n` keys removed outside `run` (by `retain`), then shrink if
-    /// the map should.
-    fn note_removed(&self, n: usize) {
-        self.len.set(self.len.get() - n);
+    /// After `n` keys were removed outside `run` (by `retain`, which
+    /// counted them), shrink as far as the map should: each shrink is at
+    /// most 16× smaller, so an emptied map may take several.
+    fn shrink_after_removes(&self, n: usize) {
         if n > 0 {
-            self.maybe_shrink(self.index().bins());
+            let _call = self.call();
+            loop {
+                let before = self.index().bins();
+                self.maybe_shrink(before);
+                if self.index().bins() >= before {
+                    return;
+                }
+            }
         }
     }
 
@@ -328,6 +381,7 @@ impl<K: Inline, V: Inline, S: BuildHasher> LocalMap<K, V, S> {
     /// (the map unchanged).
     pub fn try_reserve(&self, additional: usize) -> Result<(), Error> {
         let want = crate::driver::bins_for(self.len().saturating_add(additional))?;
+        let _call = self.call();
         while self.index().bins() < want {
             self.grow(want)?;
         }
@@ -354,6 +408,7 @@ impl<K: Inline, V: Inline, S: BuildHasher> LocalMap<K, V, S> {
     /// for every key present).
     pub fn shrink_to(&self, min_capacity: usize) {
         let Ok(want) = driver::bins_for(self.len().max(min_capacity)) else { return };
+        let _call = self.call();
         while self.index().bins() > want {
             let before = self.index().bins();
             // An index that cannot be allocated only means no shrink.
@@ -370,12 +425,15 @@ impl<K: Inline, V: Inline, S: BuildHasher> LocalMap<K, V, S> {
 
     /// A snapshot of the index's shape and occupancy (scans the index).
     pub fn stats(&self) -> Stats {
+        let retired = self.retired.take();
+        let awaiting_free = retired.len();
+        self.retired.set(retired);
         Stats::of(
             self.index(),
             self.resizes.get(),
             self.shrinks.get(),
             self.occupancy_at_resize.borrow().clone(),
-            0,
+            awaiting_free,
         )
     }
 }
@@ -393,9 +451,11 @@ impl<K: Inline, V: Inline, S: BuildHasher> Front for LocalMap<K, V, S> {
         self.hasher.hash_one(w)
     }
 
-    /// Nothing to announce: one thread owns the map.
+    /// Nothing to announce (one thread owns the map); the call is counted,
+    /// so that a nested call does not free an index this one holds.
     #[inline(always)]
     fn enter<X>(&self, f: impl FnOnce(&Self) -> X) -> X {
+        let _call = self.call();
         f(self)
     }
 }
@@ -426,11 +486,16 @@ impl<K: Inline, V: Inline, S: BuildHasher> Runner for LocalMap<K, V, S> {
                     let d = len_delta(&r);
                     self.len.set(self.len.get().wrapping_add_signed(d as isize));
                     if d < 0 {
-                        self.maybe_shrink(idx.bins());
+                        // The index again: `op` may have run user code that
+                        // resized the map.
+                        self.maybe_shrink(self.index().bins());
                     }
                     return Ok(r);
                 }
-                Step::Moved => unreachable!("dlht invariant: a local map finishes every resize it starts"),
+                // User code in `op` (a closure that called back in) resized
+                // the map: the index `op` ran on is kept until the outermost
+                // call returns (`replace_index`); go on in the new one.
+                Step::Moved => {}
                 Step::Full => {
                     driver::check_separable(&bin, hash, |w| self.hash_word(w))?;
                     self.grow(0)?;
@@ -440,9 +505,35 @@ impl<K: Inline, V: Inline, S: BuildHasher> Runner for LocalMap<K, V, S> {
     }
 }
 
+/// One call of a [`LocalMap`] under way (see [`LocalMap::call`]).
+struct Call<'m, K, V, S> {
+    map: &'m LocalMap<K, V, S>,
+}
+
+impl<K, V, S> Drop for Call<'_, K, V, S> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        let depth = self.map.depth.get() - 1;
+        self.map.depth.set(depth);
+        if depth == 0 && self.map.any_retired.get() {
+            self.map.free_retired();
+        }
+    }
+}
+
+impl<K, V, S> LocalMap<K, V, S> {
+    /// Free the indexes replaced under suspended calls, once none is left.
+    #[cold]
+    fn free_retired(&self) {
+        self.any_retired.set(false);
+        drop(self.retired.take());
+    }
+}
+
 impl<K, V, S> Drop for LocalMap<K, V, S> {
     fn drop(&mut self) {
-        // SAFETY: the index is owned by this map and freed once, here.
+        // SAFETY: the index is owned by this map and freed once, here
+        // (retired ones drop with `retired`).
         drop(unsafe { Box::from_raw(self.index.get()) });
     }
 }

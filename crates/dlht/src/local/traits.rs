@@ -17,6 +17,19 @@ use core::fmt;
 use core::hash::BuildHasher;
 use core::marker::PhantomData;
 
+/// Keys removed by `retain` so far, taken off the length when dropped (on
+/// unwind too).
+struct RemovedKeys<'m, K, V, S> {
+    map: &'m LocalMap<K, V, S>,
+    n: usize,
+}
+
+impl<K, V, S> Drop for RemovedKeys<'_, K, V, S> {
+    fn drop(&mut self) {
+        self.map.len.set(self.map.len.get() - self.n);
+    }
+}
+
 /// An iterator over a [`LocalMap`]'s entries (from [`LocalMap::iter`]).
 pub struct LocalIter<'m, K, V> {
     walk: ClassWalk<'m>,
@@ -67,7 +80,9 @@ impl<K: Inline, V: Inline, S: BuildHasher> LocalMap<K, V, S> {
     /// ```
     pub fn retain(&mut self, mut keep: impl FnMut(K, V) -> bool) -> usize {
         let idx = self.index();
-        let mut removed = 0;
+        // Counts each remove as it happens, so that a `keep` that panics
+        // leaves the length right.
+        let mut removed = RemovedKeys { map: self, n: 0 };
         let mut class = Vec::new();
         for b in 0..idx.bins() {
             class.clear();
@@ -82,13 +97,15 @@ impl<K: Inline, V: Inline, S: BuildHasher> LocalMap<K, V, S> {
                     continue;
                 }
                 match remove(&idx.bin_as::<Local>(b), k) {
-                    Step::Done(Some(_)) => removed += 1,
+                    Step::Done(Some(_)) => removed.n += 1,
                     _ => unreachable!("dlht invariant: a local bin changed under its only thread"),
                 }
             }
         }
-        self.note_removed(removed);
-        removed
+        let n = removed.n;
+        drop(removed);
+        self.shrink_after_removes(n);
+        n
     }
 
     /// Remove every entry; the number removed. The index then shrinks as

@@ -441,7 +441,9 @@ impl<K: Inline, V: Inline, S: BuildHasher> Map<K, V, S> {
             return; // a resize is under way
         }
         let keys = len::sum(&self.core.reclaim);
-        if let Some(target) = self.core.shrink_policy.target(idx.bins(), keys) {
+        if let Some(target) =
+            self.core.shrink_policy.target(idx.bins(), keys, len::REMOVES_PER_SHRINK_CHECK as usize)
+        {
             // An index that cannot be allocated only means no shrink now.
             let _ = resize::shrink(&self.core, guard, idx, &|w| self.hash_word(w), target);
         }

@@ -80,8 +80,12 @@ impl Core {
         unsafe { &*self.current.load(Ordering::SeqCst) }
     }
 
-    /// R4: make `next` current after `old` was fully transferred.
-    pub fn publish(&self, old: &Index, next: &Index) {
+    /// R4: make `next` current after `old` was fully transferred. True if
+    /// this was a shrink that fell back (`next` must then be grown into its
+    /// fallback at once). Judged here, before `next` is current: after that
+    /// any insert may attach an ordinary grow to it.
+    pub fn publish(&self, old: &Index, next: &Index) -> bool {
+        let fell_back = next.bins() < old.bins() && next.next_index().is_some();
         // Relaxed counters below: statistics; the chunk counter's AcqRel
         // already ordered every transfer before this point.
         let keys = self.transferred.swap(0, Ordering::Relaxed);
@@ -90,10 +94,13 @@ impl Core {
             self.occupancy_at_resize.lock().unwrap_or_else(|e| e.into_inner()).push(occupancy);
         } else {
             self.shrinks.fetch_add(1, Ordering::Relaxed);
-            if next.next_index().is_some() {
+            if fell_back {
                 self.shrinks_fell_back.fetch_add(1, Ordering::Relaxed);
-                self.shrink_policy.fell_back(keys);
+                self.shrink_policy.fell_back(keys, old.bins());
             }
+        }
+        if !fell_back {
+            self.shrink_policy.resized();
         }
         let old_ptr = old as *const Index as *mut Index;
         self.current.store(next as *const Index as *mut Index, Ordering::SeqCst);
@@ -104,6 +111,7 @@ impl Core {
         // It is freed when the last thread inside it leaves, the publisher
         // (inside the map now) included.
         unsafe { self.reclaim.retire(old_ptr) };
+        fell_back
     }
 
     /// Shrinks published, and how many of them fell back.

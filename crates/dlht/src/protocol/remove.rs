@@ -58,12 +58,12 @@ pub fn remove_if<T: Threading>(
             }
             continue 'restart;
         }
-        if !T::SHARED {
-            // Single-thread mode: no put can race, so freeing the slot in
-            // the header suffices (the paper's remove).
-            release_slot(bin, slot_i, SlotState::Valid);
-            return Step::Done(Change::Changed(old));
-        }
+        // Single-thread mode too kills the key before freeing the slot
+        // (its CAS is a load-compare-store): `take` is user code, which may
+        // have called back into the map and removed or moved the key, and a
+        // freed slot that still held (key, v) would let a suspended put of
+        // the same thread succeed on a removed key (docs/DESIGN.md, "User
+        // code inside the map").
         let slot = bin.slot(&mut None, slot_i);
         let dead = bin.dead();
         loop {

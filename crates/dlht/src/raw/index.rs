@@ -103,7 +103,16 @@ impl Drop for Index {
         self.liveness.with_mut(|p| unsafe { *p = 1 });
         // Relaxed: a statistic.
         LIVE_INDEXES.fetch_sub(1, Ordering::Relaxed);
+        #[cfg(all(test, not(loom)))]
+        LIVE_HERE.with(|n| n.set(n.get() - 1));
     }
+}
+
+#[cfg(all(test, not(loom)))]
+std::thread_local! {
+    /// Indexes allocated minus freed by this thread: unit tests that run
+    /// alongside others count their own indexes through it.
+    pub(crate) static LIVE_HERE: core::cell::Cell<isize> = const { core::cell::Cell::new(0) };
 }
 
 /// Indexes allocated and not yet freed in this process, all maps together.
@@ -135,6 +144,8 @@ impl Index {
         // SAFETY: as above.
         let links = unsafe { ZeroedArray::new_zeroed(link_hard, true)? };
         LIVE_INDEXES.fetch_add(1, Ordering::Relaxed); // a statistic
+        #[cfg(all(test, not(loom)))]
+        LIVE_HERE.with(|n| n.set(n.get() + 1));
         Ok(Index {
             bins: bins_arr,
             mask: bins - 1,

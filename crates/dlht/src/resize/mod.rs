@@ -77,33 +77,65 @@ pub fn next_index(idx: &Index, min_bins: usize) -> Result<Index, Error> {
 pub struct ShrinkPolicy {
     /// Never below this many bins: the capacity the map was built with.
     floor_bins: usize,
-    /// Wait until fewer keys than this remain: half the count at which a
-    /// shrink last fell back (keys hashed too unevenly to merge), so that an
-    /// uneven hash cannot make every check retry.
+    /// After a shrink fell back (keys hashed too unevenly to merge), wait
+    /// until fewer keys than this remain — half the count then — so that
+    /// an uneven hash cannot make every check retry; `usize::MAX`: no wait.
     below_keys: AtomicUsize,
+    /// ... or until this many more removes have happened (as many as there
+    /// were keys, and an eighth of the bins: a retry costs two transfers of
+    /// the index, so at most 16 bins per remove): by then the keys that
+    /// crowded a bin may be gone, though the count has not halved.
+    removes_left: AtomicUsize,
 }
 
 impl ShrinkPolicy {
     /// A policy for a map built with `floor_bins` bins.
     pub fn new(floor_bins: usize) -> Self {
-        ShrinkPolicy { floor_bins, below_keys: AtomicUsize::new(usize::MAX) }
+        ShrinkPolicy {
+            floor_bins,
+            below_keys: AtomicUsize::new(usize::MAX),
+            removes_left: AtomicUsize::new(0),
+        }
     }
 
     /// The bins an index of `bins` bins holding `keys` keys should shrink
     /// to: `None` while at least one key per eight bins remains, else about
-    /// two bins per key, never below the floor.
-    pub fn target(&self, bins: usize, keys: usize) -> Option<usize> {
-        // Relaxed: a heuristic threshold.
-        if keys.saturating_mul(8) >= bins || keys >= self.below_keys.load(Ordering::Relaxed) {
+    /// two bins per key, never below the floor. `removes` is how many
+    /// removes this check stands for (checks are paced by removes).
+    pub fn target(&self, bins: usize, keys: usize, removes: usize) -> Option<usize> {
+        if keys.saturating_mul(8) >= bins {
             return None;
+        }
+        // Relaxed, and a load and a store rather than an RMW: heuristic
+        // thresholds, where a racing check may only retry a little early
+        // or late.
+        if keys >= self.below_keys.load(Ordering::Relaxed) {
+            let left = self.removes_left.load(Ordering::Relaxed);
+            if left > removes {
+                self.removes_left.store(left - removes, Ordering::Relaxed);
+                return None;
+            }
+            self.below_keys.store(usize::MAX, Ordering::Relaxed);
         }
         let target = keys.saturating_mul(2).max(self.floor_bins).max(MIN_BINS).next_power_of_two();
         (target < bins).then_some(target)
     }
 
-    /// A shrink of a map holding `keys` keys fell back.
-    pub fn fell_back(&self, keys: usize) {
-        self.below_keys.store(keys / 2, Ordering::Relaxed); // a heuristic threshold
+    /// A shrink of an index of `bins` bins holding `keys` keys fell back.
+    pub fn fell_back(&self, keys: usize, bins: usize) {
+        // Relaxed: heuristic thresholds.
+        self.removes_left.store(keys.max(bins / 8).max(1), Ordering::Relaxed);
+        self.below_keys.store(keys / 2, Ordering::Relaxed);
+    }
+
+    /// The map grew, or a shrink did not fall back: the keys have changed
+    /// since any fallback, so the next check may shrink again.
+    pub fn resized(&self) {
+        // Relaxed: a heuristic threshold; a load first, so that the common
+        // case writes nothing to a shared line.
+        if self.below_keys.load(Ordering::Relaxed) != usize::MAX {
+            self.below_keys.store(usize::MAX, Ordering::Relaxed);
+        }
     }
 }
 
@@ -262,8 +294,14 @@ fn help(core: &Core, idx: &Index, hash: &dyn Fn(u64) -> u64) {
         if idx.resize.chunks_done.fetch_add(1, Ordering::AcqRel) + 1 == chunks {
             // Relaxed: only this thread touches it from here on.
             let fallback = idx.resize.fallback.swap(core::ptr::null_mut(), Ordering::Relaxed);
-            core.publish(idx, next); // R4
-            if next.next_index().is_some() {
+            let fell_back = core.publish(idx, next); // R4
+            #[cfg(all(test, not(loom)))]
+            tests::after_publish();
+            // Planted bug (scripts/planted-bugs.sh): judge the fallback
+            // after publishing, when an ordinary grow may have been attached.
+            #[cfg(dlht_plant = "fallback_judged_late")]
+            let fell_back = next.next_index().is_some();
+            if fell_back {
                 // A shrink fell back: grow into the fallback now, so no
                 // operation ends with a resize half done.
                 help(core, next, hash);
@@ -273,5 +311,57 @@ fn help(core: &Core, idx: &Index, hash: &dyn Fn(u64) -> u64) {
                 drop(unsafe { Box::from_raw(fallback) });
             }
         }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+pub(crate) mod tests {
+    use crate::raw::index::LIVE_HERE;
+    use crate::Map;
+    use std::cell::RefCell;
+    use std::sync::Arc;
+
+    std::thread_local! {
+        /// Run once right after this thread publishes an index (a test hook
+        /// for the window between publication and what follows it).
+        static AFTER_PUBLISH: RefCell<Option<Box<dyn FnOnce()>>> = const { RefCell::new(None) };
+    }
+
+    pub(crate) fn after_publish() {
+        if let Some(f) = AFTER_PUBLISH.with(|h| h.borrow_mut().take()) {
+            f()
+        }
+    }
+
+    /// A shrink that did not fall back frees its fallback even when an
+    /// insert attaches an ordinary grow to the new index the moment it is
+    /// published (here: this thread, from the hook, before the publisher
+    /// looks at it). Judged after publication, that grow read as a
+    /// fallback, and an index as large as the old one leaked.
+    #[test]
+    fn an_unused_shrink_fallback_is_freed_when_a_grow_follows_at_once() {
+        let live = || LIVE_HERE.with(|n| n.get());
+        let before = live();
+        {
+            let m = Arc::new(Map::<u64, u64>::with_capacity(0));
+            for k in 0..5_000 {
+                m.insert(k, k).unwrap();
+            }
+            for k in 100..5_000 {
+                m.remove(&k);
+            }
+            let m2 = m.clone();
+            AFTER_PUBLISH.with(|h| *h.borrow_mut() = Some(Box::new(move || m2.reserve(2_000))));
+            let shrinks = m.stats().shrinks;
+            m.shrink_to_fit();
+            assert!(AFTER_PUBLISH.with(|h| h.borrow().is_none()), "no shrink published");
+            // (shrink_to_fit shrinks again after the grow.)
+            let s = m.stats();
+            assert!(s.shrinks > shrinks && s.shrinks_fell_back == 0, "{s:?}");
+            assert_eq!(m.len(), 100);
+            assert!((0..100).all(|k| m.get(&k) == Some(k)));
+            assert_eq!(live(), before + 1, "one index in use");
+        }
+        assert_eq!(live(), before, "an index leaked");
     }
 }
