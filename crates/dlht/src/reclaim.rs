@@ -53,7 +53,7 @@
 //! The record also carries the thread's share of the map's length
 //! (`map/len.rs`), which reclamation never reads.
 
-use crate::map::len::LenShare;
+use crate::map::len::{CountShare, LenShare};
 use crate::raw::index::Index;
 use crate::sync::{compiler_fence, fence, AtomicU64, AtomicUsize, Mutex, Ordering};
 
@@ -64,6 +64,9 @@ pub struct ThreadRecord {
     announced: AtomicU64,
     /// This thread's share of the map's length (`map/len.rs`).
     pub len: LenShare,
+    /// This thread's share of the bytes of values an allocator-mode map
+    /// holds (`map/len.rs`); unused by inlined maps.
+    pub value_bytes: CountShare,
 }
 
 /// `membarrier` commands (linux/membarrier.h); libc exports the syscall
@@ -291,6 +294,18 @@ impl Reclaim {
         if newest != 0 && announced <= newest {
             self.collect();
         }
+    }
+
+    /// Run `f` on this thread's record without entering the map (to count
+    /// into its shares).
+    #[inline]
+    pub fn with_record<X>(&self, f: impl FnOnce(&ThreadRecord) -> X) -> X {
+        let (record, temporary) = self.threads.get();
+        let x = f(record);
+        if let Some(claim) = temporary {
+            claim.release();
+        }
+        x
     }
 
     /// Visit every thread's record (for the length, `map/len.rs`).

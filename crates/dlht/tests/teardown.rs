@@ -154,3 +154,39 @@ fn a_record_still_announced_at_thread_exit_is_not_handed_to_another_thread() {
     b_go_tx.send(()).unwrap();
     b.join().unwrap();
 }
+
+struct WritesOnExit(Arc<dlht::AllocMap<u64, String>>);
+
+impl Drop for WritesOnExit {
+    fn drop(&mut self) {
+        let guard = self.0.guard();
+        self.0.insert(2, "written during thread exit".to_string(), &guard).unwrap();
+        assert!(self.0.remove(&1, &guard).is_some());
+    }
+}
+
+std::thread_local! {
+    static WRITES: RefCell<Option<WritesOnExit>> = const { RefCell::new(None) };
+}
+
+#[test]
+fn an_alloc_map_written_from_a_tls_destructor_counts_its_bytes() {
+    // Allocator mode counts the bytes of its values in per-thread shares;
+    // a write from a destructor that runs after the thread's claims were
+    // released (registered before them) counts through a temporary record.
+    let m = Arc::new(dlht::AllocMap::<u64, String>::new());
+    let m2 = m.clone();
+    std::thread::spawn(move || {
+        WRITES.with(|w| *w.borrow_mut() = Some(WritesOnExit(m2.clone())));
+        let guard = m2.guard();
+        m2.insert(1, "written before".to_string(), &guard).unwrap();
+    })
+    .join()
+    .unwrap();
+    assert_eq!(m.len(), 1);
+    let guard = m.guard();
+    assert_eq!(m.get(&2, &guard).map(String::as_str), Some("written during thread exit"));
+    let fresh = dlht::AllocMap::<u64, String>::new();
+    fresh.insert(2, "written during thread exit".to_string(), &fresh.guard()).unwrap();
+    assert_eq!(m.memory().value_bytes, fresh.memory().value_bytes);
+}

@@ -25,29 +25,7 @@ use crate::protocol::put::Change;
 use core::hash::BuildHasher;
 use core::marker::PhantomData;
 use core::ptr::NonNull;
-use crossbeam_utils::CachePadded;
 use std::sync::atomic::{AtomicIsize, Ordering};
-
-/// A count many threads change: one cell per thread, written only by its
-/// thread (a load and a store, no read-modify-write), summed on demand,
-/// as the inlined map's length is (`map/len.rs`).
-#[derive(Default)]
-struct ThreadCount(thread_local::ThreadLocal<CachePadded<AtomicIsize>>);
-
-impl ThreadCount {
-    #[inline]
-    fn add(&self, delta: isize) {
-        let c = self.0.get_or(|| CachePadded::new(AtomicIsize::new(0)));
-        // Relaxed load+store: only this thread writes its cell; readers sum
-        // the cells and tolerate staleness (exact when quiescent).
-        c.store(c.load(Ordering::Relaxed).wrapping_add(delta), Ordering::Relaxed);
-    }
-
-    fn sum(&self) -> isize {
-        self.0.iter().map(|c| c.load(Ordering::Relaxed)).fold(0, isize::wrapping_add)
-        // a statistic
-    }
-}
 
 /// Key words → value words of elements of type `E`, with collision lists;
 /// key words are hashed into bins by `H`.
@@ -55,8 +33,6 @@ pub(crate) struct PointerIndex<E: Element, H: BuildHasher = SignatureMix> {
     index: Map<u64, u64, H>,
     /// Keys beyond the first of each key word (they live in lists).
     collided: AtomicIsize,
-    /// Bytes of the elements in the index.
-    bytes: ThreadCount,
     /// Owns the elements (for drop check and auto traits).
     _owns: PhantomData<Box<E>>,
 }
@@ -67,14 +43,13 @@ impl<E: Element, H: BuildHasher> PointerIndex<E, H> {
         Ok(PointerIndex {
             index: Map::try_with_capacity_and_hasher(n, hasher)?,
             collided: AtomicIsize::new(0),
-            bytes: ThreadCount::default(),
             _owns: PhantomData,
         })
     }
 
     /// Bytes in use: the index's, and the elements' (see `Memory`).
     pub fn memory(&self) -> crate::Memory {
-        crate::Memory { value_bytes: self.bytes.sum().max(0) as usize, ..self.index.memory() }
+        crate::Memory { value_bytes: self.index.value_bytes().max(0) as usize, ..self.index.memory() }
     }
 
     /// The element of `w` (a slot's value word) that `is_mine`.
@@ -119,7 +94,7 @@ impl<E: Element, H: BuildHasher> PointerIndex<E, H> {
         mut present: impl FnMut(u64, ValueWord) -> Result<Option<R>, Error>,
     ) -> Result<Option<R>, Error> {
         // SAFETY: the caller's fresh element, not freed before it returns.
-        let published = || self.bytes.add(unsafe { E::bytes(fresh.addr()) } as isize);
+        let published = || self.index.add_value_bytes(unsafe { E::bytes(fresh.addr()) } as i64);
         loop {
             let Err(w) = self.index.try_insert(kw, fresh.bits())? else {
                 published();
@@ -195,7 +170,7 @@ impl<E: Element, H: BuildHasher> PointerIndex<E, H> {
                 // SAFETY: the element left the index by the operation above
                 // (read before it is retired; freed only after `guard`).
                 unsafe {
-                    self.bytes.add(-(E::bytes(old.addr()) as isize));
+                    self.index.add_value_bytes(-(E::bytes(old.addr()) as i64));
                     retire::<E>(old, guard);
                 }
                 return Some(old);
@@ -231,7 +206,7 @@ impl<E: Element, H: BuildHasher> PointerIndex<E, H> {
         // retired; freed only after `guard`); `new` is in the index, read
         // under `guard`.
         unsafe {
-            self.bytes.add(E::bytes(new.addr()) as isize - E::bytes(old.addr()) as isize);
+            self.index.add_value_bytes(E::bytes(new.addr()) as i64 - E::bytes(old.addr()) as i64);
             retire::<E>(old, guard);
         }
         Ok(true)

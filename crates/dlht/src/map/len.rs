@@ -44,3 +44,27 @@ pub fn sum(reclaim: &Reclaim) -> usize {
     reclaim.for_each_record(|r| sum = sum.wrapping_add(r.len.0.load(Ordering::Relaxed) as i64));
     sum.max(0) as usize
 }
+
+/// A count many threads change, one share per thread written only by its
+/// thread (a load and a store, no read-modify-write), summed on demand:
+/// allocator mode's bytes of values, kept beside the length share.
+#[derive(Default)]
+pub struct CountShare(AtomicU64);
+
+impl CountShare {
+    /// Add `delta` (wrapping), from the owning thread.
+    #[inline]
+    pub fn add(&self, delta: i64) {
+        // Relaxed load+store: as `LenShare::add`.
+        let v = self.0.load(Ordering::Relaxed);
+        self.0.store(v.wrapping_add(delta as u64), Ordering::Relaxed);
+    }
+}
+
+/// The sum of every thread's value-byte share (see [`CountShare`]).
+pub fn sum_value_bytes(reclaim: &Reclaim) -> i64 {
+    let mut sum = 0i64;
+    // Relaxed: a sum of counters publishes nothing.
+    reclaim.for_each_record(|r| sum = sum.wrapping_add(r.value_bytes.0.load(Ordering::Relaxed) as i64));
+    sum
+}

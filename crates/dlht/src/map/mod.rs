@@ -320,6 +320,18 @@ impl<K: Inline, V: Inline, S: BuildHasher> Map<K, V, S> {
         len::sum(&self.core.reclaim)
     }
 
+    /// Count `delta` bytes of values into this thread's share (allocator
+    /// mode: see `allocator::pointers`).
+    #[inline]
+    pub(crate) fn add_value_bytes(&self, delta: i64) {
+        self.core.reclaim.with_record(|r| r.value_bytes.add(delta))
+    }
+
+    /// The bytes of values counted by [`add_value_bytes`](Self::add_value_bytes).
+    pub(crate) fn value_bytes(&self) -> i64 {
+        len::sum_value_bytes(&self.core.reclaim)
+    }
+
     /// True if the map holds no key (see [`len`](Self::len)).
     pub fn is_empty(&self) -> bool {
         self.len() == 0

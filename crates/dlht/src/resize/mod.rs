@@ -242,7 +242,12 @@ pub fn hold_for_snapshot<'g>(core: &'g Core, guard: &'g Guard<'_>, hash: &dyn Fn
         // AcqRel/Acquire: as in `grow`, the phase hands roles over.
         match idx.resize.phase.compare_exchange(IDLE, SNAPSHOT, Ordering::AcqRel, Ordering::Acquire) {
             Ok(_) => return idx,
-            Err(PUBLISHED) => help(core, idx, hash),
+            Err(PUBLISHED) => {
+                // Other helpers may hold the last chunks: help, then wait
+                // for the publication without spinning hot.
+                help(core, idx, hash);
+                backoff(&mut spins);
+            }
             Err(_) => backoff(&mut spins),
         }
     }
