@@ -293,10 +293,12 @@ pub(crate) fn execute<K: Inline, V: Inline, R: Runner>(
                         Change::Absent => Err(None),
                     })
                 }
+                // The requests that run user code (their fn) while they
+                // hold a bin go through `user_code` (see `Runner`).
                 Request::Update(_, f) => {
                     let mut new = 0;
                     Response::Update(
-                        match driver::update_word(r, h, k, |w| {
+                        match driver::update_word(&r.user_code(), h, k, |w| {
                             new = f(v(w)).into_word();
                             Some(new)
                         }) {
@@ -306,14 +308,15 @@ pub(crate) fn execute<K: Inline, V: Inline, R: Runner>(
                     )
                 }
                 Request::Merge(_, x, f) => Response::Merge(
-                    driver::merge_word(r, h, k, x.into_word(), |w| f(v(w), x).into_word())?.map(v),
+                    driver::merge_word(&r.user_code(), h, k, x.into_word(), |w| f(v(w), x).into_word())?
+                        .map(v),
                 ),
                 Request::GetOrInsert(_, val) => Response::GetOrInsert(
                     driver::inserted(driver::insert_word(r, h, k, val.into_word())?)
                         .map_or_else(|there| there, |()| val),
                 ),
                 Request::RemoveIf(_, f) => {
-                    Response::RemoveIf(match driver::remove_if_word(r, h, k, |w| f(v(w))) {
+                    Response::RemoveIf(match driver::remove_if_word(&r.user_code(), h, k, |w| f(v(w))) {
                         Change::Changed(old) => Some(v(old)),
                         _ => None,
                     })

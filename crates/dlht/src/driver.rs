@@ -118,7 +118,7 @@ pub(crate) fn try_upsert<F: Front>(f: &F, key: F::K, value: F::V) -> Result<Opti
 #[inline(always)]
 pub(crate) fn update<F: Front>(f: &F, key: &F::K, mut decide: impl FnMut(F::V) -> Option<F::V>) -> Change {
     let (k, h) = word_and_hash(f, key);
-    f.enter(|r| update_word(r, h, k, |w| decide(F::V::from_word(w)).map(Inline::into_word)))
+    f.enter(|r| update_word(&r.user_code(), h, k, |w| decide(F::V::from_word(w)).map(Inline::into_word)))
 }
 
 /// A merge (see [`merge_word`]).
@@ -131,7 +131,7 @@ pub(crate) fn merge<F: Front>(
 ) -> Result<Option<F::V>, Error> {
     let (k, h) = word_and_hash(f, &key);
     let absent = absent.into_word();
-    let old = f.enter(|r| merge_word(r, h, k, absent, |w| merge(F::V::from_word(w)).into_word()))?;
+    let old = f.enter(|r| merge_word(&r.user_code(), h, k, absent, |w| merge(F::V::from_word(w)).into_word()))?;
     Ok(old.map(F::V::from_word))
 }
 
@@ -140,7 +140,7 @@ pub(crate) fn merge<F: Front>(
 #[inline(always)]
 pub(crate) fn remove_if<F: Front>(f: &F, key: &F::K, mut take: impl FnMut(F::V) -> bool) -> Change {
     let (k, h) = word_and_hash(f, key);
-    f.enter(|r| remove_if_word(r, h, k, |w| take(F::V::from_word(w))))
+    f.enter(|r| remove_if_word(&r.user_code(), h, k, |w| take(F::V::from_word(w))))
 }
 
 /// `try_shadow_insert`: the key's word and hash, and what the insert did.
@@ -204,6 +204,27 @@ pub(crate) trait Runner {
     /// The index the next operation starts from (asked again at every step
     /// of a batch: a single-thread map may have grown meanwhile).
     fn current(&self) -> &Index;
+
+    /// What runs a protocol that calls user code (a closure, a batch
+    /// request's fn) while it holds a bin: that code may call back in and
+    /// resize the map (docs/DESIGN.md, "User code inside the map"). A
+    /// `Map`'s announcement already keeps every index the protocol may
+    /// hold, and its runner follows transfers; a `LocalMap`'s counts
+    /// itself while it lives, so that a nested resize keeps the index it
+    /// replaces until the outermost such runner is gone, and follows the
+    /// resize.
+    type UserCode<'a>: Runner
+    where
+        Self: 'a;
+
+    /// See [`UserCode`](Self::UserCode).
+    fn user_code(&self) -> Self::UserCode<'_>;
+
+    /// True if a protocol that runs user code may be suspended on this
+    /// thread holding a bin, or this runner is one
+    /// ([`UserCode`](Self::UserCode)): a single-thread map's removes must
+    /// then kill the key (`protocol::remove::remove_if`).
+    fn calls_suspended(&self) -> bool;
 }
 
 /// Get on words.
@@ -227,7 +248,8 @@ pub(crate) fn put_word<R: Runner>(r: &R, hash: u64, k: u64, v: u64) -> Option<u6
 /// Remove on words.
 #[inline(always)]
 pub(crate) fn remove_word<R: Runner>(r: &R, hash: u64, k: u64) -> Option<u64> {
-    r.run(hash, |bin| protocol::remove::remove(bin, k), |r| -(r.is_some() as i64))
+    let kill = r.calls_suspended();
+    r.run(hash, |bin| protocol::remove::remove(bin, k, kill), |r| -(r.is_some() as i64))
         .expect("dlht invariant: remove never grows")
 }
 
@@ -251,9 +273,10 @@ pub(crate) fn remove_if_word<R: Runner>(
     k: u64,
     mut take: impl FnMut(u64) -> bool,
 ) -> Change {
+    let kill = r.calls_suspended();
     r.run(
         hash,
-        |bin| protocol::remove::remove_if(bin, k, &mut take),
+        |bin| protocol::remove::remove_if(bin, k, &mut take, kill),
         |c| -(matches!(c, Change::Changed(_)) as i64),
     )
     .expect("dlht invariant: remove never grows")

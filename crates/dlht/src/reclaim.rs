@@ -67,6 +67,32 @@ pub struct ThreadRecord {
     /// This thread's share of the bytes of values an allocator-mode map
     /// holds (`map/len.rs`); unused by inlined maps.
     pub value_bytes: CountShare,
+    /// Held by one thread at a time (see `records`). Not modelled by
+    /// loom, whose records are found by thread id.
+    claimed: std::sync::atomic::AtomicBool,
+    /// Claimed for one guard only, by a call during thread teardown:
+    /// released when that guard leaves (only its thread reads it).
+    temporary: std::sync::atomic::AtomicBool,
+}
+
+impl ThreadRecord {
+    /// Give back a record claimed for one guard, if this one is: its thread
+    /// is done with it.
+    #[inline(always)]
+    fn release_if_temporary(&self) {
+        // Relaxed: only this thread writes and reads the flag.
+        if self.temporary.load(Ordering::Relaxed) {
+            self.release_temporary();
+        }
+    }
+
+    #[cold]
+    fn release_temporary(&self) {
+        self.temporary.store(false, Ordering::Relaxed);
+        // Release: this thread's writes to the record (its shares) happen
+        // before the next claimer's reads.
+        self.claimed.store(false, Ordering::Release);
+    }
 }
 
 /// `membarrier` commands (linux/membarrier.h); libc exports the syscall
@@ -162,9 +188,6 @@ pub struct Guard<'a> {
     /// The generation this guard announced; 0 for a nested guard, which
     /// announces nothing and leaves nothing.
     announced: u64,
-    /// The record is this guard's alone (a call during thread teardown):
-    /// its claim, released when the guard drops.
-    temporary: Option<records::TemporaryClaim>,
     _not_send: core::marker::PhantomData<*const ()>,
 }
 
@@ -187,9 +210,6 @@ impl Drop for Guard<'_> {
     fn drop(&mut self) {
         if self.announced != 0 {
             self.reclaim.leave(self.record, self.announced);
-        }
-        if let Some(claim) = self.temporary.take() {
-            claim.release();
         }
     }
 }
@@ -214,7 +234,7 @@ impl Reclaim {
     /// The generation this thread announced (0 outside the map).
     #[cfg(all(test, loom))]
     pub(crate) fn announced(&self) -> u64 {
-        self.threads.get().0.announced.load(Ordering::Relaxed)
+        self.threads.get().announced.load(Ordering::Relaxed)
     }
 
     /// Enter the map: the outermost guard of this thread announces the
@@ -222,7 +242,7 @@ impl Reclaim {
     /// the current index next (SeqCst: the load half of the Dekker pair).
     #[inline(always)]
     pub fn pin<'a>(&'a self, generation: &AtomicU64) -> Guard<'a> {
-        let (record, temporary) = self.threads.get();
+        let record = self.threads.get();
         let mut announced = 0;
         // Relaxed: only this thread writes its announcement; non-zero means
         // an outer guard of this thread is inside this map.
@@ -243,7 +263,7 @@ impl Reclaim {
             self.announce(record, g);
             announced = g;
         }
-        Guard { reclaim: self, record, announced, temporary, _not_send: core::marker::PhantomData }
+        Guard { reclaim: self, record, announced, _not_send: core::marker::PhantomData }
     }
 
     /// Announce generation `g` for this thread (see the module docs).
@@ -294,17 +314,16 @@ impl Reclaim {
         if newest != 0 && announced <= newest {
             self.collect();
         }
+        record.release_if_temporary();
     }
 
     /// Run `f` on this thread's record without entering the map (to count
     /// into its shares).
     #[inline]
     pub fn with_record<X>(&self, f: impl FnOnce(&ThreadRecord) -> X) -> X {
-        let (record, temporary) = self.threads.get();
+        let record = self.threads.get();
         let x = f(record);
-        if let Some(claim) = temporary {
-            claim.release();
-        }
+        record.release_if_temporary();
         x
     }
 
@@ -494,37 +513,15 @@ mod records {
         dropped: AtomicBool,
     }
 
-    /// A record and its claim, alone in a pair of cache lines (as
-    /// crossbeam's `CachePadded` pads on x86-64: the adjacent-line
-    /// prefetcher pairs lines), so threads never share a line.
+    /// A record, alone in a pair of cache lines (as crossbeam's
+    /// `CachePadded` pads on x86-64: the adjacent-line prefetcher pairs
+    /// lines), so threads never share a line.
     #[cfg(not(loom))]
-    #[repr(C, align(128))] // `record` first: `Records::release` finds the node from it
+    #[repr(align(128))]
     struct Node {
         record: ThreadRecord,
-        /// The record's claim: held by one thread at a time.
-        claimed: AtomicBool,
         /// The next node; fixed before this one is published.
         next: *mut Node,
-    }
-
-    /// The claim of a record taken for one guard (see [`Records::get`]).
-    #[cfg(not(loom))]
-    pub struct TemporaryClaim {
-        /// The record's claim flag; its node lives as long as the map,
-        /// which the guard borrows.
-        claimed: *const AtomicBool,
-    }
-
-    #[cfg(not(loom))]
-    impl TemporaryClaim {
-        /// Give the record back: the guard has left.
-        pub fn release(self) {
-            // Release: this thread's writes to the record (its length
-            // share) happen before the next claimer's reads.
-            // SAFETY: see `claimed`: the guard that owns this claim still
-            // borrows the map.
-            unsafe { (*self.claimed).store(false, Ordering::Release) };
-        }
     }
 
     /// A thread's claims: the record it holds in each map it entered.
@@ -567,11 +564,12 @@ mod records {
 
     #[cfg(not(loom))]
     impl Records {
-        /// This thread's record, and its claim if it is temporary (claimed
-        /// for one guard by a call during thread teardown: release it when
-        /// the guard drops).
+        /// This thread's record. During thread teardown, after the
+        /// thread's claims were released, a record claimed for one guard
+        /// (`ThreadRecord::temporary`): the guard's leave, or the caller,
+        /// gives it back.
         #[inline(always)]
-        pub fn get(&self) -> (&ThreadRecord, Option<TemporaryClaim>) {
+        pub fn get(&self) -> &ThreadRecord {
             let (id, record) = LAST.with(|l| l.get());
             if id == self.registry.id {
                 // SAFETY: this thread stored `record` with this id in
@@ -581,14 +579,14 @@ mod records {
                 // `self.registry`, which stays at a fixed address while
                 // `self` lives, and `self` is borrowed for the returned
                 // lifetime.
-                return (unsafe { &*record }, None);
+                return unsafe { &*record };
             }
             self.get_slow()
         }
 
         #[cold]
         #[inline(never)]
-        fn get_slow(&self) -> (&ThreadRecord, Option<TemporaryClaim>) {
+        fn get_slow(&self) -> &ThreadRecord {
             let r = &self.registry;
             let held = CLAIMS.try_with(|c| {
                 let node = c.node_in(r);
@@ -599,15 +597,15 @@ mod records {
             });
             match held {
                 // SAFETY: as above.
-                Ok(node) => (unsafe { &(*node).record }, None),
+                Ok(node) => unsafe { &(*node).record },
                 // This thread's claims are gone (a TLS destructor running
                 // after theirs): a record for this guard only.
                 Err(_) => {
-                    let node = r.claim();
                     // SAFETY: as above.
-                    let claimed = unsafe { &(*node).claimed } as *const AtomicBool;
-                    // SAFETY: as above.
-                    (unsafe { &(*node).record }, Some(TemporaryClaim { claimed }))
+                    let record = unsafe { &(*r.claim()).record };
+                    // Relaxed: only this thread reads it.
+                    record.temporary.store(true, Ordering::Relaxed);
+                    record
                 }
             }
         }
@@ -637,19 +635,16 @@ mod records {
                 // Acquire: pairs with the Release of `release` and of the
                 // claims' drop, so the last holder's writes to the record
                 // are seen.
-                if !node.claimed.load(Ordering::Relaxed)
-                    && node
-                        .claimed
-                        .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
-                        .is_ok()
+                let claimed = &node.record.claimed;
+                if !claimed.load(Ordering::Relaxed)
+                    && claimed.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_ok()
                 {
                     return p;
                 }
                 p = node.next;
             }
             let node = Box::into_raw(Box::new(Node {
-                record: ThreadRecord::default(),
-                claimed: AtomicBool::new(true),
+                record: ThreadRecord { claimed: AtomicBool::new(true), ..ThreadRecord::default() },
                 next: core::ptr::null_mut(),
             }));
             let mut head = self.head.load(Ordering::Relaxed);
@@ -724,7 +719,7 @@ mod records {
                 }
                 // Release: this thread's writes to the record happen
                 // before the next claimer's reads.
-                node.claimed.store(false, Ordering::Release);
+                node.record.claimed.store(false, Ordering::Release);
                 drop(registry);
             }
         }
@@ -743,25 +738,14 @@ mod records {
 
     #[cfg(loom)]
     impl Records {
-        pub fn get(&self) -> (&ThreadRecord, Option<TemporaryClaim>) {
+        pub fn get(&self) -> &ThreadRecord {
             let me = loom::thread::current().id();
             let mut owners = self.owners.lock().unwrap();
             let i = owners.iter().position(|&t| t == me).unwrap_or_else(|| {
                 owners.push(me);
                 owners.len() - 1
             });
-            (&self.records[i], None)
-        }
-    }
-
-    /// No temporary claims under loom.
-    #[cfg(loom)]
-    pub enum TemporaryClaim {}
-
-    #[cfg(loom)]
-    impl TemporaryClaim {
-        pub fn release(self) {
-            match self {}
+            &self.records[i]
         }
 
         pub fn for_each(&self, f: impl FnMut(&ThreadRecord)) {

@@ -96,7 +96,8 @@ impl<K: Inline, V: Inline, S: BuildHasher> LocalMap<K, V, S> {
                 if keep(K::from_word(k), V::from_word(v)) {
                     continue;
                 }
-                match remove(&idx.bin_as::<Local>(b), k) {
+                // No call can be suspended: `retain` borrows the map mutably.
+                match remove(&idx.bin_as::<Local>(b), k, false) {
                     Step::Done(Some(_)) => removed.n += 1,
                     _ => unreachable!("dlht invariant: a local bin changed under its only thread"),
                 }

@@ -517,6 +517,7 @@ impl<K: Inline, V: Inline, S: BuildHasher> Front for Map<K, V, S> {
         let guard = self.core.pin();
         f(&Session { map: self, index: self.core.current(&guard), guard: &guard })
     }
+
 }
 
 /// A thread inside a map: the index it entered with, and its record.
@@ -528,6 +529,23 @@ pub(crate) struct Session<'m, K, V, S> {
 
 impl<K: Inline, V: Inline, S: BuildHasher> Runner for Session<'_, K, V, S> {
     type T = Shared;
+    type UserCode<'a>
+        = Session<'a, K, V, S>
+    where
+        Self: 'a;
+
+    /// The session itself: its guard keeps every index user code may
+    /// replace, and `run` follows transfers anyway.
+    #[inline(always)]
+    fn user_code(&self) -> Session<'_, K, V, S> {
+        Session { map: self.map, index: self.index, guard: self.guard }
+    }
+
+    /// Shared removes always kill the key.
+    #[inline(always)]
+    fn calls_suspended(&self) -> bool {
+        true
+    }
 
     /// The index this thread entered with: it stays allocated while the
     /// session's guard lives, and a batch follows transfers from it.

@@ -19,10 +19,10 @@ use crate::raw::header::SlotState;
 use crate::raw::index::BinRef;
 use crate::raw::threading::Threading;
 
-/// Remove `key`; its value, or None if absent.
+/// Remove `key`; its value, or None if absent. `kill`: see [`remove_if`].
 #[inline]
-pub fn remove<T: Threading>(bin: &BinRef<'_, T>, key: u64) -> Step<Option<u64>> {
-    match remove_if(bin, key, |_| true) {
+pub fn remove<T: Threading>(bin: &BinRef<'_, T>, key: u64, kill: bool) -> Step<Option<u64>> {
+    match remove_if(bin, key, |_| true, kill) {
         Step::Done(Change::Changed(old)) => Step::Done(Some(old)),
         Step::Done(_) => Step::Done(None),
         Step::Moved => Step::Moved,
@@ -32,11 +32,18 @@ pub fn remove<T: Threading>(bin: &BinRef<'_, T>, key: u64) -> Step<Option<u64>> 
 
 /// Remove `key` if `take` accepts its value (it may run once per value
 /// seen).
+///
+/// `kill` matters in single-thread mode only (a shared map always kills
+/// the key): write the dead marker before freeing the slot (D4), because
+/// a call of the same thread may be suspended in user code holding this
+/// slot, or `take` is such code. Otherwise no put can race, and freeing
+/// the slot in the header suffices (the paper's remove).
 #[inline(always)]
 pub fn remove_if<T: Threading>(
     bin: &BinRef<'_, T>,
     key: u64,
     mut take: impl FnMut(u64) -> bool,
+    kill: bool,
 ) -> Step<Change> {
     'restart: loop {
         let found = locate(bin, key);
@@ -58,12 +65,16 @@ pub fn remove_if<T: Threading>(
             }
             continue 'restart;
         }
-        // Single-thread mode too kills the key before freeing the slot
-        // (its CAS is a load-compare-store): `take` is user code, which may
-        // have called back into the map and removed or moved the key, and a
-        // freed slot that still held (key, v) would let a suspended put of
-        // the same thread succeed on a removed key (docs/DESIGN.md, "User
-        // code inside the map").
+        if !T::SHARED && !kill {
+            release_slot(bin, slot_i, SlotState::Valid);
+            return Step::Done(Change::Changed(old));
+        }
+        // In single-thread mode the CAS is a load-compare-store. There it
+        // validates what user code may have changed (`take` may have
+        // called back into the map and removed or moved the key), and the
+        // dead marker stops a suspended put of the same thread from
+        // succeeding on the freed slot (docs/DESIGN.md, "User code inside
+        // the map").
         let slot = bin.slot(&mut None, slot_i);
         let dead = bin.dead();
         loop {

@@ -51,7 +51,7 @@ fn pt(idx: &Index, k: u64, v: u64) -> Option<u64> {
     drive(idx, k, |b| put(b, k, v))
 }
 fn rm(idx: &Index, k: u64) -> Option<u64> {
-    drive(idx, k, |b| remove(b, k))
+    drive(idx, k, |b| remove(b, k, true))
 }
 
 /// Shadow-insert `k`, then commit it with `v` (if it was taken).
@@ -394,7 +394,7 @@ fn two_conditional_changes_of_one_word_never_both_win() {
         ins(&idx, K, 1);
         let i2 = idx.clone();
         let t = loom::thread::spawn(move || drive(&i2, K, |b| update(b, K, |c| (c == 1).then_some(2))));
-        let removed = drive(&idx, K, |b| remove_if(b, K, |c| c == 1));
+        let removed = drive(&idx, K, |b| remove_if(b, K, |c| c == 1, true));
         let updated = t.join().unwrap();
         let end = gt(&idx, K);
         match (updated, removed) {
