@@ -131,7 +131,8 @@ pub(crate) fn merge<F: Front>(
 ) -> Result<Option<F::V>, Error> {
     let (k, h) = word_and_hash(f, &key);
     let absent = absent.into_word();
-    let old = f.enter(|r| merge_word(&r.user_code(), h, k, absent, |w| merge(F::V::from_word(w)).into_word()))?;
+    let old =
+        f.enter(|r| merge_word(&r.user_code(), h, k, absent, |w| merge(F::V::from_word(w)).into_word()))?;
     Ok(old.map(F::V::from_word))
 }
 

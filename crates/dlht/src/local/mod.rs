@@ -458,7 +458,6 @@ impl<K: Inline, V: Inline, S: BuildHasher> Front for LocalMap<K, V, S> {
     fn enter<X>(&self, f: impl FnOnce(&Self) -> X) -> X {
         f(self)
     }
-
 }
 
 /// A [`LocalMap`] running a protocol that calls user code while it holds a

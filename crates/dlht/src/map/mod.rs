@@ -517,7 +517,6 @@ impl<K: Inline, V: Inline, S: BuildHasher> Front for Map<K, V, S> {
         let guard = self.core.pin();
         f(&Session { map: self, index: self.core.current(&guard), guard: &guard })
     }
-
 }
 
 /// A thread inside a map: the index it entered with, and its record.
