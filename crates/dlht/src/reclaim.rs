@@ -588,16 +588,13 @@ mod records {
         #[inline(never)]
         fn get_slow(&self) -> &ThreadRecord {
             let r = &self.registry;
-            let held = CLAIMS.try_with(|c| {
-                let node = c.node_in(r);
-                // SAFETY: a node of `r`, alive while `self` is.
-                let record: &ThreadRecord = unsafe { &(*node).record };
-                LAST.with(|l| l.set((r.id, record as *const ThreadRecord)));
-                node
-            });
-            match held {
-                // SAFETY: as above.
-                Ok(node) => unsafe { &(*node).record },
+            match CLAIMS.try_with(|c| c.node_in(r)) {
+                Ok(node) => {
+                    // SAFETY: a node of `r`, alive while `self` is.
+                    let record = unsafe { &(*node).record };
+                    LAST.with(|l| l.set((r.id, record as *const ThreadRecord)));
+                    record
+                }
                 // This thread's claims are gone (a TLS destructor running
                 // after theirs): a record for this guard only.
                 Err(_) => {
@@ -632,9 +629,9 @@ mod records {
             while !p.is_null() {
                 // SAFETY: nodes are freed only with the registry.
                 let node = unsafe { &*p };
-                // Acquire: pairs with the Release of `release` and of the
-                // claims' drop, so the last holder's writes to the record
-                // are seen.
+                // Acquire: pairs with the Release stores that give a record
+                // back (`ThreadRecord::release_temporary`, `Claims::drop`),
+                // so the last holder's writes to the record are seen.
                 let claimed = &node.record.claimed;
                 if !claimed.load(Ordering::Relaxed)
                     && claimed.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_ok()
@@ -706,8 +703,8 @@ mod records {
             // the old cache do.
             #[cfg(not(dlht_plant = "record_reuse_by_id"))]
             LAST.with(|l| l.set((0, core::ptr::null())));
-            for (_, (registry, node)) in self.held.get_mut().drain() {
-                // SAFETY: `registry` keeps the node alive.
+            for (_, (_registry, node)) in self.held.get_mut().drain() {
+                // SAFETY: `_registry` keeps the node alive.
                 let node = unsafe { &*node };
                 // A guard of this thread is still inside (held by a
                 // thread-local destroyed later, say) and will leave
@@ -720,7 +717,6 @@ mod records {
                 // Release: this thread's writes to the record happen
                 // before the next claimer's reads.
                 node.record.claimed.store(false, Ordering::Release);
-                drop(registry);
             }
         }
     }

@@ -85,9 +85,7 @@ pub struct LocalMap<K, V, S = DefaultHashBuilder> {
     /// freed when the outermost call returns. Boxed: the suspended call
     /// holds references to them, which a move into the Vec would break.
     #[allow(clippy::vec_box)]
-    retired: Cell<Vec<Box<Index>>>,
-    /// True if `retired` may be non-empty (one load on every call's exit).
-    any_retired: Cell<bool>,
+    retired: RefCell<Vec<Box<Index>>>,
     _kv: PhantomData<KeyValue<K, V>>,
 }
 
@@ -148,8 +146,7 @@ impl<K: Inline, V: Inline, S: BuildHasher> LocalMap<K, V, S> {
             occupancy_at_resize: RefCell::new(Vec::new()),
             growing: Cell::new(false),
             depth: Cell::new(0),
-            retired: Cell::new(Vec::new()),
-            any_retired: Cell::new(false),
+            retired: RefCell::new(Vec::new()),
             _kv: PhantomData,
         })
     }
@@ -188,10 +185,7 @@ impl<K: Inline, V: Inline, S: BuildHasher> LocalMap<K, V, S> {
         let old = unsafe { Box::from_raw(old_ptr) };
         #[cfg(not(dlht_plant = "local_free_nested"))]
         if self.depth.get() > 0 {
-            let mut retired = self.retired.take();
-            retired.push(old);
-            self.retired.set(retired);
-            self.any_retired.set(true);
+            self.retired.borrow_mut().push(old);
             return;
         }
         // Planted bug (scripts/planted-bugs.sh): free the old index even
@@ -213,7 +207,7 @@ impl<K: Inline, V: Inline, S: BuildHasher> LocalMap<K, V, S> {
         self.growing.set(false);
         self.occupancy_at_resize.borrow_mut().push(copied as f64 / old.slot_capacity() as f64);
         self.resizes.set(self.resizes.get() + 1);
-        self.shrink_policy.resized();
+        self.shrink_policy.resized(None);
         self.replace_index(Box::new(next));
         Ok(())
     }
@@ -246,13 +240,8 @@ impl<K: Inline, V: Inline, S: BuildHasher> LocalMap<K, V, S> {
         let (shrinks, fallbacks) = self.shrinks.get();
         self.shrinks.set((shrinks + 1, fallbacks + fell_back as usize));
         self.resizes.set(self.resizes.get() + 1 + fell_back as usize);
-        let new = if fell_back {
-            self.shrink_policy.fell_back(self.len(), old.bins());
-            fallback
-        } else {
-            self.shrink_policy.resized();
-            Box::new(next)
-        };
+        self.shrink_policy.resized(fell_back.then(|| (self.len(), old.bins())));
+        let new = if fell_back { fallback } else { Box::new(next) };
         // (`next`, if unused, is dropped here; its successor pointer to the
         // fallback is never followed again.)
         self.replace_index(new);
@@ -427,9 +416,7 @@ impl<K: Inline, V: Inline, S: BuildHasher> LocalMap<K, V, S> {
 
     /// A snapshot of the index's shape and occupancy (scans the index).
     pub fn stats(&self) -> Stats {
-        let retired = self.retired.take();
-        let awaiting_free = retired.len();
-        self.retired.set(retired);
+        let awaiting_free = self.retired.borrow().len();
         Stats::of(
             self.index(),
             self.resizes.get(),
@@ -591,18 +578,11 @@ impl<K, V, S> Drop for Call<'_, K, V, S> {
     fn drop(&mut self) {
         let depth = self.map.depth.get() - 1;
         self.map.depth.set(depth);
-        if depth == 0 && self.map.any_retired.get() {
-            self.map.free_retired();
+        if depth == 0 {
+            // The indexes replaced meanwhile (freeing one runs no user
+            // code, so nothing borrows `retired` again here).
+            self.map.retired.borrow_mut().clear();
         }
-    }
-}
-
-impl<K, V, S> LocalMap<K, V, S> {
-    /// Free the indexes replaced under suspended calls, once none is left.
-    #[cold]
-    fn free_retired(&self) {
-        self.any_retired.set(false);
-        drop(self.retired.take());
     }
 }
 

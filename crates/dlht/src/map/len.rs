@@ -4,13 +4,31 @@
 //! one store to a line in this thread's cache and no shared write.
 //! Reclamation carries the share but never reads it.
 
-use crate::reclaim::Reclaim;
+use crate::reclaim::{Reclaim, ThreadRecord};
 use crate::sync::{AtomicU64, Ordering};
 
-/// Inserts minus removes by one thread (wrapping, as i64 bits), and the
-/// thread's removes, which pace the checks for automatic shrinking.
+/// A count many threads change, one share per thread written only by its
+/// thread (a load and a store, no read-modify-write), summed on demand
+/// ([`sum_of`]): the length below, and allocator mode's bytes of values.
 #[derive(Default)]
-pub struct LenShare(AtomicU64, AtomicU64);
+pub struct CountShare(AtomicU64);
+
+impl CountShare {
+    /// Add `delta` (wrapping), from the owning thread.
+    #[inline(always)]
+    pub fn add(&self, delta: i64) {
+        // Relaxed load+store: only the owning thread writes the word;
+        // readers sum the shares and tolerate staleness (exact when
+        // quiescent).
+        let v = self.0.load(Ordering::Relaxed);
+        self.0.store(v.wrapping_add(delta as u64), Ordering::Relaxed);
+    }
+}
+
+/// Inserts minus removes by one thread, and the thread's removes, which
+/// pace the checks for automatic shrinking.
+#[derive(Default)]
+pub struct LenShare(CountShare, AtomicU64);
 
 /// A thread checks whether the map should shrink once per this many
 /// removes: the check sums every thread's share.
@@ -21,50 +39,28 @@ impl LenShare {
     /// Returns true when the caller should check for shrinking.
     #[inline]
     pub fn add(&self, delta: i64) -> bool {
-        // Relaxed loads+stores: only the owning thread writes these words;
-        // readers sum the first and tolerate staleness (len is exact when
-        // quiescent); nobody else reads the second.
-        let v = self.0.load(Ordering::Relaxed);
-        self.0.store(v.wrapping_add(delta as u64), Ordering::Relaxed);
+        self.0.add(delta);
         if delta >= 0 {
             return false;
         }
+        // Relaxed load+store: only the owning thread reads or writes it.
         let r = self.1.load(Ordering::Relaxed).wrapping_add(1);
         self.1.store(r, Ordering::Relaxed);
         r % REMOVES_PER_SHRINK_CHECK == 0
     }
 }
 
-/// The number of keys: the sum of every thread's share. Exact when no
+/// The sum of one share over every thread's record. Exact when no
 /// operation is in flight; otherwise some value the count passed through
 /// recently (each share is read once, at some point of the sum).
-pub fn sum(reclaim: &Reclaim) -> usize {
+pub fn sum_of(reclaim: &Reclaim, share: impl Fn(&ThreadRecord) -> &CountShare) -> i64 {
     let mut sum = 0i64;
     // Relaxed: a sum of counters publishes nothing.
-    reclaim.for_each_record(|r| sum = sum.wrapping_add(r.len.0.load(Ordering::Relaxed) as i64));
-    sum.max(0) as usize
-}
-
-/// A count many threads change, one share per thread written only by its
-/// thread (a load and a store, no read-modify-write), summed on demand:
-/// allocator mode's bytes of values, kept beside the length share.
-#[derive(Default)]
-pub struct CountShare(AtomicU64);
-
-impl CountShare {
-    /// Add `delta` (wrapping), from the owning thread.
-    #[inline]
-    pub fn add(&self, delta: i64) {
-        // Relaxed load+store: as `LenShare::add`.
-        let v = self.0.load(Ordering::Relaxed);
-        self.0.store(v.wrapping_add(delta as u64), Ordering::Relaxed);
-    }
-}
-
-/// The sum of every thread's value-byte share (see [`CountShare`]).
-pub fn sum_value_bytes(reclaim: &Reclaim) -> i64 {
-    let mut sum = 0i64;
-    // Relaxed: a sum of counters publishes nothing.
-    reclaim.for_each_record(|r| sum = sum.wrapping_add(r.value_bytes.0.load(Ordering::Relaxed) as i64));
+    reclaim.for_each_record(|r| sum = sum.wrapping_add(share(r).0.load(Ordering::Relaxed) as i64));
     sum
+}
+
+/// The number of keys: the sum of every thread's length share.
+pub fn sum(reclaim: &Reclaim) -> usize {
+    sum_of(reclaim, |r| &r.len.0).max(0) as usize
 }

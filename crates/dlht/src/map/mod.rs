@@ -329,7 +329,7 @@ impl<K: Inline, V: Inline, S: BuildHasher> Map<K, V, S> {
 
     /// The bytes of values counted by [`add_value_bytes`](Self::add_value_bytes).
     pub(crate) fn value_bytes(&self) -> i64 {
-        len::sum_value_bytes(&self.core.reclaim)
+        len::sum_of(&self.core.reclaim, |r| &r.value_bytes)
     }
 
     /// True if the map holds no key (see [`len`](Self::len)).

@@ -96,12 +96,9 @@ impl Core {
             self.shrinks.fetch_add(1, Ordering::Relaxed);
             if fell_back {
                 self.shrinks_fell_back.fetch_add(1, Ordering::Relaxed);
-                self.shrink_policy.fell_back(keys, old.bins());
             }
         }
-        if !fell_back {
-            self.shrink_policy.resized();
-        }
+        self.shrink_policy.resized(fell_back.then(|| (keys, old.bins())));
         let old_ptr = old as *const Index as *mut Index;
         self.current.store(next as *const Index as *mut Index, Ordering::SeqCst);
         self.generation.store(next.generation, Ordering::SeqCst);

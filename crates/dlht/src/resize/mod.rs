@@ -121,19 +121,18 @@ impl ShrinkPolicy {
         (target < bins).then_some(target)
     }
 
-    /// A shrink of an index of `bins` bins holding `keys` keys fell back.
-    pub fn fell_back(&self, keys: usize, bins: usize) {
+    /// A resize was published. `fell_back`: it was a shrink of an index of
+    /// `bins` bins holding `keys` keys that fell back — wait before the
+    /// next automatic one. Otherwise the map grew, or shrank: the keys have
+    /// changed since any fallback, so the next check may shrink again.
+    pub fn resized(&self, fell_back: Option<(usize, usize)>) {
         // Relaxed: heuristic thresholds.
-        self.removes_left.store(keys.max(bins / 8).max(1), Ordering::Relaxed);
-        self.below_keys.store(keys / 2, Ordering::Relaxed);
-    }
-
-    /// The map grew, or a shrink did not fall back: the keys have changed
-    /// since any fallback, so the next check may shrink again.
-    pub fn resized(&self) {
-        // Relaxed: a heuristic threshold; a load first, so that the common
-        // case writes nothing to a shared line.
-        if self.below_keys.load(Ordering::Relaxed) != usize::MAX {
+        if let Some((keys, bins)) = fell_back {
+            self.removes_left.store(keys.max(bins / 8).max(1), Ordering::Relaxed);
+            self.below_keys.store(keys / 2, Ordering::Relaxed);
+        } else if self.below_keys.load(Ordering::Relaxed) != usize::MAX {
+            // (A load first: the common case writes nothing to a shared
+            // line.)
             self.below_keys.store(usize::MAX, Ordering::Relaxed);
         }
     }
