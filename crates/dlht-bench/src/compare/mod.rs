@@ -18,13 +18,13 @@ use crate::harness::{self, Step};
 use crate::with_system;
 use dlht::internals::ZeroedArray;
 use indicatif::{ProgressBar, ProgressStyle};
-use report::{Measurement, Run, Series, SystemLatency, LIMIT_PLAIN, LIMIT_PREFETCHED};
+use report::{Measurement, Run, Series, SystemLatency, KEY_STREAM, LIMIT_PLAIN, LIMIT_PREFETCHED};
 use std::cell::Cell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
-use systems::{DlhtMap, Table};
+use systems::{DlhtMap, KeyStreamOnly, Table};
 use workloads::{Draw, Latency, Params, Workload};
 
 /// Keys of every system's cache-resident twin table (a few hundred KiB).
@@ -350,6 +350,14 @@ impl Plan<'_> {
                 let arr = self.arr;
                 let step = Box::new(move |r| Ok(limit::measure(arr, probe, t, dur, 0x11 + r)));
                 record(name.into(), "lines".into(), t, Some(Twin::Probe(probe)), step);
+            }
+            {
+                // The key stream alone, as an unbatched system's get loop draws it.
+                let (draw, pb) = (&draw, Params { batch: self.batch_sizes[0], ..p.clone() });
+                let step = Box::new(move |r| {
+                    Ok(workloads::measure(&KeyStreamOnly, Workload::Get, t, &pb, &draw(r, pb.keys)))
+                });
+                record(KEY_STREAM.into(), "get".into(), t, None, step);
             }
             for &w in self.workloads {
                 for (ci, &c) in members.iter().enumerate().filter(|(_, c)| c.concurrent() || t == 1) {

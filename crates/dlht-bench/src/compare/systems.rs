@@ -260,6 +260,33 @@ pub trait Table: Sized {
     }
 }
 
+/// No table at all: a get returns its key. Run through the same workload
+/// loop as every system, it measures what the bench's key stream, batching
+/// and result check cost by themselves, which must be far below what any
+/// table costs (the report sets it against the memory limit).
+pub struct KeyStreamOnly;
+
+impl Table for KeyStreamOnly {
+    const NAME: &'static str = crate::compare::report::KEY_STREAM;
+    type Sharing = Concurrent;
+    fn with_capacity(_: usize) -> Self {
+        KeyStreamOnly
+    }
+    #[inline]
+    fn get(&self, k: u64) -> Option<u64> {
+        Some(std::hint::black_box(k))
+    }
+    fn insert(&self, _: u64, _: u64) -> bool {
+        true
+    }
+    fn remove(&self, _: u64) -> bool {
+        true
+    }
+    fn put(&self, _: u64, _: u64) -> bool {
+        true
+    }
+}
+
 /// dlht's concurrent map as the bench builds it.
 pub type DlhtMap = dlht::Map<u64, u64, BenchHash>;
 
