@@ -20,10 +20,21 @@ use crate::raw::index::{BinRef, Index, MAX_BINS, MIN_BINS};
 use crate::raw::threading::Threading;
 use crate::word::Inline;
 
-/// Keys per bin a table is sized for by `with_capacity(n)`: with uniform
-/// hashing about 7% of bins then need a link bucket, well under the
-/// one-in-eight that exist, so `n` inserts rarely resize.
-const KEYS_PER_BIN_AT_CAPACITY: f64 = 1.5;
+/// Keys per bin a table is sized for by `with_capacity(n)` (at most; bins
+/// are a power of two): with uniform hashing about 14% of bins then need a
+/// link bucket, well under the one-in-five that exist, so `n` inserts
+/// rarely resize, and 2^25 keys take 2^24 bins (1 GiB) where 1.5 keys per
+/// bin took twice that. About 11% of keys then sit in a link bucket (a
+/// second cache line); at 1.5 keys per bin it was about 5%.
+const KEYS_PER_BIN_AT_CAPACITY: f64 = 2.0;
+
+/// Keys per bin from which an insert that runs out of link buckets grows
+/// the index; below it the index's link limit is raised instead
+/// ([`links_instead_of_growing`]). Above `KEYS_PER_BIN_AT_CAPACITY`, so a
+/// map holding what it was sized for never grows under churn; near where
+/// bins / 5 links run out for keys spread evenly (about 2.3 per bin), so a
+/// growing map grows where it did.
+const KEYS_PER_BIN_TO_GROW: f64 = 2.25;
 
 /// Bins of a map from `new()`.
 pub(crate) const DEFAULT_BINS: usize = 16;
@@ -349,6 +360,24 @@ pub(crate) fn bins_for(n: usize) -> Result<usize, Error> {
     Ok((want as usize).max(MIN_BINS).next_power_of_two())
 }
 
+/// Before growing because an insert found `bin` full: if what ran out was
+/// link buckets (the bin has slots left to chain) while the map holds
+/// fewer than [`KEYS_PER_BIN_TO_GROW`] keys per bin, raise the index's
+/// link limit and say so (the insert then retries), rather than double an
+/// index that is not full. `len` counts the map's keys (called only here,
+/// on this rare path).
+pub(crate) fn links_instead_of_growing<T: Threading>(
+    bin: &BinRef<'_, T>,
+    idx: &Index,
+    len: impl FnOnce() -> usize,
+) -> bool {
+    // Planted bug (scripts/planted-bugs.sh): always grow, as before.
+    !cfg!(dlht_plant = "links_never_raised")
+        && bin.header().first_invalid().is_some()
+        && (len() as f64) < KEYS_PER_BIN_TO_GROW * idx.bins() as f64
+        && idx.raise_link_soft()
+}
+
 /// Before growing because `bin` is full: a bin full of live keys that all
 /// agree with `hash` in every bit an index can use will never be split by
 /// growing, so report it instead of growing forever.
@@ -397,8 +426,8 @@ mod tests {
     fn bins_for_sizes() {
         assert_eq!(bins_for(0).unwrap(), 2);
         assert_eq!(bins_for(1).unwrap(), 2);
-        assert_eq!(bins_for(1536).unwrap(), 1024);
-        assert_eq!(bins_for(1537).unwrap(), 2048);
+        assert_eq!(bins_for(2048).unwrap(), 1024);
+        assert_eq!(bins_for(2049).unwrap(), 2048);
         assert!(bins_for(usize::MAX).is_err());
     }
 }

@@ -297,9 +297,9 @@
 //! of about two bins per key (at most 16× smaller per step), never below
 //! the capacity it was built with, so `with_capacity(n)` keeps room for
 //! `n`. [`Map::shrink_to_fit`] and [`Map::shrink_to`] shrink on demand,
-//! down to the headroom `with_capacity` leaves. A grow happens near two
-//! keys per bin and lands near one key per two bins, so the key count must
-//! change about fourfold before the other resize follows: a map near one
+//! down to the headroom `with_capacity` leaves. A grow happens near 2.3
+//! keys per bin and lands near one key per bin, so the key count must
+//! change at least fourfold before the other resize follows: a map near one
 //! size never alternates. A replaced index is unmapped once no thread is
 //! inside it, so resident memory comes back (`dlht-bench drain`: 515 MiB
 //! for 2^22 keys, 2 MiB after the drain). Bins that cannot merge (a hash

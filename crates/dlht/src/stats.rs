@@ -63,7 +63,7 @@ impl Memory {
 pub struct Stats {
     /// Bins in the current index.
     pub bins: usize,
-    /// Link buckets inserts may chain (bins / 8).
+    /// Link buckets inserts may chain (bins / 5, and a few more in a small index).
     pub link_buckets: usize,
     /// Link buckets chained to a bin.
     pub link_buckets_in_use: usize,

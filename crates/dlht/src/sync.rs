@@ -17,9 +17,10 @@ pub(crate) use core::sync::atomic::compiler_fence;
 
 /// Atomics kept outside loom's model on purpose: process-wide statistics
 /// that order nothing, and that a static must hold (loom's atomics cannot
-/// be built in a const).
+/// be built in a const); an index's link soft limit, a policy that guards
+/// no data.
 pub(crate) mod unmodelled {
-    pub(crate) use core::sync::atomic::AtomicUsize;
+    pub(crate) use core::sync::atomic::{AtomicU64, AtomicUsize};
 }
 
 /// The mutex of the retired-index list: loom's under loom, so that a model

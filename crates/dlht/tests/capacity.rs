@@ -73,3 +73,42 @@ fn reserve_races_inserts_and_gets_without_losing_a_key() {
         }
     }
 }
+
+/// A map built for `n` keys and holding them keeps its index under
+/// insert/remove churn: links stay chained when they empty, so churn
+/// chains one to every bin that ever holds four keys, and at two keys per
+/// bin that once ran the inserts' link limit out and doubled the index
+/// within a few million pairs. The limit is raised instead while the map
+/// holds fewer keys than a grow is for; a map that really fills still
+/// grows.
+#[test]
+fn churn_at_capacity_does_not_grow_a_presized_map() {
+    const N: u64 = 1 << 16;
+    let fresh = |i: u64| (1u64 << 63) | i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 1;
+    let m = Map::<u64, u64>::with_capacity(N as usize);
+    let l = LocalMap::<u64, u64>::with_capacity(N as usize);
+    for k in 0..N {
+        m.insert(k, k).unwrap();
+        l.insert(k, k).unwrap();
+    }
+    let (bins, lbins) = (m.stats().bins, l.stats().bins);
+    assert_eq!(bins as u64, N / 2, "two keys per bin");
+    for i in 0..8 * N {
+        m.insert(fresh(i), i).unwrap();
+        l.insert(fresh(i), i).unwrap();
+        assert_eq!(m.remove(&fresh(i)), Some(i));
+        assert_eq!(l.remove(&fresh(i)), Some(i));
+    }
+    let (s, ls) = (m.stats(), l.stats());
+    assert_eq!((s.resizes, s.bins), (0, bins), "Map grew under churn: {s:?}");
+    assert_eq!((ls.resizes, ls.bins), (0, lbins), "LocalMap grew under churn: {ls:?}");
+    assert!(s.link_buckets_in_use <= bins + 8 + 4096, "{s:?}");
+    assert_eq!((m.len(), l.len()), (N as usize, N as usize));
+    assert!((0..N).all(|k| m.get(&k) == Some(k) && l.get(&k) == Some(k)));
+    // Filling on does grow it.
+    for k in N..3 * N {
+        m.insert(k, k).unwrap();
+        l.insert(k, k).unwrap();
+    }
+    assert!(m.stats().bins > bins && l.stats().bins > lbins);
+}

@@ -560,6 +560,11 @@ impl<K: Inline, V: Inline, S: BuildHasher> Runner for LocalMap<K, V, S> {
                 // into a retry before it gets here.
                 Step::Moved => unreachable!("dlht invariant: a local bin moved under a plain call"),
                 Step::Full => {
+                    // Before `check_separable`, which runs the hasher (user
+                    // code that may free `idx`): reads the bin, runs none.
+                    if driver::links_instead_of_growing(&bin, idx, || self.len()) {
+                        continue;
+                    }
                     driver::check_separable(&bin, hash, |w| self.hash_word(w))?;
                     self.grow(0)?;
                 }

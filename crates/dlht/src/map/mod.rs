@@ -580,6 +580,9 @@ impl<K: Inline, V: Inline, S: BuildHasher> Runner for Session<'_, K, V, S> {
                 }
                 Step::Full => {
                     let map = self.map;
+                    if driver::links_instead_of_growing(&bin, idx, || map.len()) {
+                        continue;
+                    }
                     driver::check_separable(&bin, hash, |w| map.hash_word(w))?;
                     resize::grow(&map.core, self.guard, idx, &|w| map.hash_word(w), 0)?;
                     // Other helpers may still hold our bin's chunk.

@@ -14,11 +14,21 @@ use core::ptr::NonNull;
 /// Arrays at least this large are mmapped on huge pages.
 #[cfg(not(loom))]
 const HUGE_THRESHOLD: usize = 2 << 20;
-/// Reserve-only arrays at least this large are mmapped whatever their size:
-/// the kernel hands out zero pages on first touch, where the heap would
-/// zero the whole array up front (a `memset` that dominated small resizes).
+/// Arrays at least this large are mmapped (below the huge-page sizes, on
+/// 4 KiB pages): the kernel hands out zero pages on first touch, where the
+/// heap would zero a reserve up front (a `memset` that dominated small
+/// resizes), and an unmapped index gives its memory back, where the heap
+/// kept the indexes a growing map left behind (a map grown to 4096 keys
+/// held 69 bytes per key, 38 once they were unmapped).
 #[cfg(not(loom))]
-const RESERVE_MMAP_THRESHOLD: usize = 64 << 10;
+const MMAP_THRESHOLD: usize = 64 << 10;
+/// Reserve-only arrays (link buckets) get huge pages only from this size
+/// on. A map uses about a twentieth of its link reserve (one bucket per
+/// seven bins at two keys per bin, of a reserve of three per bin), so a
+/// smaller reserve would fault a 2 MiB page for a few hundred KiB of links
+/// (a 2^16-key map took 4 MiB for a 2 MiB index).
+#[cfg(not(loom))]
+const RESERVE_HUGE_THRESHOLD: usize = 64 << 20;
 #[cfg(not(loom))]
 const HUGE_PAGE: usize = 2 << 20;
 
@@ -49,8 +59,7 @@ impl<T> ZeroedArray<T> {
     pub unsafe fn new_zeroed(len: usize, reserve_only: bool) -> Result<Self, Error> {
         let bytes = len.checked_mul(size_of::<T>()).ok_or(Error::CapacityOverflow)?;
         let align = align_of::<T>().max(64);
-        let threshold = if reserve_only { RESERVE_MMAP_THRESHOLD } else { HUGE_THRESHOLD };
-        if bytes < threshold || cfg!(not(target_os = "linux")) {
+        if bytes < MMAP_THRESHOLD || cfg!(not(target_os = "linux")) {
             let layout = std::alloc::Layout::from_size_align(bytes.max(align), align)
                 .map_err(|_| Error::CapacityOverflow)?;
             // SAFETY: the layout has non-zero size.
@@ -58,9 +67,10 @@ impl<T> ZeroedArray<T> {
             let ptr = NonNull::new(p as *mut T).ok_or(Error::AllocFailed { bytes })?;
             return Ok(ZeroedArray { ptr, len, mapping: (0, 0), _owns: PhantomData });
         }
-        // Huge pages only pay off for large arrays; a small reserve gets 4 KiB
-        // pages (a first touch then zeroes 4 KiB, not 2 MiB).
-        let huge = bytes >= HUGE_THRESHOLD;
+        // Huge pages only pay off for large arrays; a smaller array, and a
+        // reserve below 64 MiB, gets 4 KiB pages (a first touch then zeroes
+        // 4 KiB, not 2 MiB).
+        let huge = bytes >= if reserve_only { RESERVE_HUGE_THRESHOLD } else { HUGE_THRESHOLD };
         let page = if huge { HUGE_PAGE } else { 4096 };
         let spare = if huge { 1 } else { 0 };
         let mapped = bytes.div_ceil(page).checked_add(spare).ok_or(Error::CapacityOverflow)? * page;

@@ -15,8 +15,25 @@ pub const MIN_BINS: usize = 2;
 /// Most bins an index may have (a 32 GiB index), so link indexes fit 32 bits.
 /// The crate's unit tests use 2^14, so that growing into the cap is testable.
 pub const MAX_BINS: usize = if cfg!(test) { 1 << 14 } else { 1 << 29 };
-/// One link bucket per this many bins is available to inserts (paper: 8).
-pub const BINS_PER_LINK: usize = 8;
+/// One link bucket per this many bins is available to inserts (the paper
+/// has 8 in its design section and bins/5 in its evaluation). Five lets an
+/// index fill to about 2.3 keys per bin (60% of its slots, the occupancy
+/// the paper keeps before a resize) before its links run out; link buckets
+/// are reserved, not touched, so the unused ones cost no memory.
+pub const BINS_PER_LINK: usize = 5;
+
+/// Link buckets every index has beyond bins / [`BINS_PER_LINK`]: a small
+/// index sees too few keys for the average to hold (eight bins at two keys
+/// each need two links one time in three), and a few spare links in a
+/// small index cost nothing.
+const LINK_FLOOR: usize = if cfg!(loom) { 0 } else { 8 };
+
+/// The most link buckets inserts may claim in an index of `bins` bins
+/// however often the soft limit is raised: one per bin. (A map with a link
+/// on every bin is past the keys per bin that grow it.)
+pub fn link_soft_cap(bins: usize) -> usize {
+    bins + LINK_FLOOR
+}
 
 /// Spare link buckets beyond the worst case, for claims lost to races.
 const LINK_SLACK: usize = if cfg!(loom) { 2 } else { 4096 };
@@ -24,7 +41,7 @@ const LINK_SLACK: usize = if cfg!(loom) { 2 } else { 4096 };
 /// Who is claiming link buckets.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Claimant {
-    /// A user insert: bounded by the soft limit (bins / 8); running out
+    /// A user insert: bounded by the soft limit (about bins / 5); running out
     /// triggers a resize (bounded chaining).
     Insert,
     /// A transfer into this index: may go past the soft limit up to the hard
@@ -64,8 +81,10 @@ pub struct Index {
     bins: ZeroedArray<PrimaryBucket>,
     mask: usize,
     links: ZeroedArray<LinkBucket>,
-    /// Link buckets inserts may use.
-    link_soft: u64,
+    /// Link buckets inserts may use: bins / 5 + a floor, raised (up to
+    /// [`link_soft_cap`]) when inserts run out of links while the map holds
+    /// fewer keys than a grow is for (see [`Index::raise_link_soft`]).
+    link_soft: unmodelled::AtomicU64,
     /// Link buckets handed out so far (may exceed the limits after failed claims).
     link_next: AtomicU64,
     /// Link buckets claimed but lost to a concurrent chaining (hazard 6):
@@ -135,10 +154,12 @@ impl Index {
         if !crate::arch::native_dwcas() {
             return Err(Error::Unsupported);
         }
-        let link_soft = (bins / BINS_PER_LINK).max(1);
-        // Worst case: every bin chains three buckets, plus buckets leaked by
-        // chaining races and overshoot of failed claims.
-        let link_hard = 3 * bins + link_soft + LINK_SLACK;
+        let link_soft = (bins / BINS_PER_LINK + LINK_FLOOR).max(1);
+        // Worst case: every bin chains three buckets in a transfer, inserts
+        // claim up to the raised soft limit, plus buckets leaked by chaining
+        // races and overshoot of failed claims. Reserved, not touched: only
+        // claimed buckets take memory.
+        let link_hard = 3 * bins + link_soft_cap(bins) + LINK_SLACK;
         // SAFETY: both bucket types are atomics only: all-zero is valid.
         let bins_arr = unsafe { ZeroedArray::new_zeroed(bins, false)? };
         // SAFETY: as above.
@@ -150,7 +171,7 @@ impl Index {
             bins: bins_arr,
             mask: bins - 1,
             links,
-            link_soft: link_soft as u64,
+            link_soft: unmodelled::AtomicU64::new(link_soft as u64),
             link_next: AtomicU64::new(0),
             leaked_links: AtomicUsize::new(0),
             markers,
@@ -176,7 +197,26 @@ impl Index {
     /// Link buckets available to inserts.
     #[inline]
     pub fn link_capacity(&self) -> usize {
-        self.link_soft as usize
+        // Relaxed: a limit, read afresh at every claim; see `raise_link_soft`.
+        self.link_soft.load(Ordering::Relaxed) as usize
+    }
+
+    /// Let inserts claim more link buckets, up to [`link_soft_cap`]; false
+    /// when the cap is reached. For a map that ran out of links while it
+    /// holds fewer keys than a grow is for: insert/remove churn chains a
+    /// link to every bin that ever held four keys (links stay chained when
+    /// they empty), so at two keys per bin a presized map once grew, and
+    /// doubled its memory, after a few million insert+remove pairs.
+    pub fn raise_link_soft(&self) -> bool {
+        let cap = link_soft_cap(self.bins()) as u64;
+        let step = (self.bins() as u64 / 16).max(LINK_FLOOR as u64).max(1);
+        // Relaxed: the limit guards no data (claims are published through
+        // the link-meta CAS), so loom need not model it (`unmodelled`); two
+        // raisers at once raise it twice, still within the cap that
+        // `link_hard` reserves for.
+        self.link_soft
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |s| (s < cap).then(|| (s + step).min(cap)))
+            .is_ok()
     }
 
     /// Link buckets handed out so far (chained, or lost to a race).
@@ -275,7 +315,7 @@ impl Index {
             LinkKind::Pair => 2,
         };
         let limit = match who {
-            Claimant::Insert => self.link_soft,
+            Claimant::Insert => self.link_capacity() as u64,
             Claimant::Transfer => self.links.len() as u64,
         };
         // Relaxed: the counter only hands out distinct numbers; the buckets'
