@@ -77,7 +77,7 @@ fi
 
 step "benchmark smoke runs (the comparison and each study)"
 cargo run --release -p dlht-bench -- --smoke --out target/dlht-bench-smoke
-for study in baseline batching hashers sizes counters drain; do
+for study in baseline batching hashers sizes counters drain memory; do
   cargo run --release -p dlht-bench -- "$study" --smoke --out "target/dlht-bench-smoke-$study"
 done
 cargo run --release -p dlht-bench -- profile --ops 1000 --keys-log2 12

@@ -68,6 +68,9 @@ enum StudyCmd {
     /// Fill then drain, repeated: each phase's rate and the resident memory
     /// after it, dlht against dashmap, papaya and scc.
     Drain(studies::drain::DrainArgs),
+    /// Resident bytes per key, 2^10 … 2^25 keys, grown from empty and
+    /// presized, dlht against every Rust peer (each point a fresh process).
+    Memory(studies::memory::MemoryArgs),
     /// Exactly --ops gets per access mode, untimed, for valgrind (see
     /// scripts/profile-gets.sh).
     Profile(studies::profile::ProfileArgs),
@@ -86,6 +89,7 @@ fn main() {
         Some(StudyCmd::Sizes(a)) => studies::sizes::run(a),
         Some(StudyCmd::Counters(a)) => studies::counters::run(a),
         Some(StudyCmd::Drain(a)) => studies::drain::run(a),
+        Some(StudyCmd::Memory(a)) => studies::memory::run(a),
         Some(StudyCmd::Profile(a)) => {
             studies::profile::run(a);
             false

@@ -93,9 +93,15 @@ pub struct CompareArgs {
     /// identity: the bin is the key's low bits; fine for random keys).
     #[arg(long, value_enum, default_value_t = systems::HashChoice::Rapidhash)]
     pub hash: systems::HashChoice,
-    /// Give every peer dlht's hasher (--hash) instead of its own default,
-    /// so the hash function cannot make the difference.
+    /// Give each peer its own default hasher (SipHash for dashmap, scc,
+    /// papaya, flurry and std) instead of dlht's (--hash). By default every
+    /// system hashes with dlht's hasher, so the hash function cannot make
+    /// the difference; this is the second, labelled comparison.
     #[arg(long)]
+    pub peer_default_hashers: bool,
+    /// Peers use dlht's hasher: the default now (kept so that older command
+    /// lines still run).
+    #[arg(long, hide = true, conflicts_with = "peer_default_hashers")]
     pub peer_hasher: bool,
     /// Start the prepopulated tables small, so that they resize while being
     /// populated (default: pre-sized, as the paper's runs with resizing off).
@@ -456,7 +462,7 @@ pub fn run(mut a: CompareArgs) -> (Run, PathBuf) {
         a.rounds = a.rounds.min(2);
     }
     systems::set_hash(a.hash);
-    systems::set_peer_hasher(a.peer_hasher);
+    systems::set_peer_hasher(!a.peer_default_hashers);
     let threads: Vec<usize> = match &a.threads {
         Some(t) => t.iter().map(|&t| t as usize).collect(),
         None => default_threads(),
@@ -479,7 +485,7 @@ pub fn run(mut a: CompareArgs) -> (Run, PathBuf) {
         hot_keys: a.hot_keys,
         zipf_theta: a.zipf_theta,
         rounds: a.rounds as usize,
-        peer_hasher: a.peer_hasher,
+        peer_hasher: !a.peer_default_hashers,
     };
     let machine = Machine::describe();
     let limit_bytes = limit::index_bytes(params.keys as usize);
@@ -494,7 +500,7 @@ pub fn run(mut a: CompareArgs) -> (Run, PathBuf) {
         batch_sizes,
         threads,
         a.hash,
-        if a.peer_hasher { " (peers too)" } else { "" },
+        if a.peer_default_hashers { " (peers: their own default hashers)" } else { " (peers too)" },
         params.seed
     );
     let trace_len = if a.smoke { 1 << 16 } else { 1 << 22 };

@@ -8,7 +8,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use std::path::{Path, PathBuf};
 
-const PALETTE: [RGBColor; 10] = [
+pub(crate) const PALETTE: [RGBColor; 10] = [
     RGBColor(214, 39, 40),
     RGBColor(255, 127, 14),
     RGBColor(148, 103, 189),
@@ -62,11 +62,16 @@ impl Plot<'_> {
     }
 }
 
-/// Write every plot of `run` into `dir`; the files written.
-pub fn all(run: &Run, dir: &Path) -> Result<Vec<PathBuf>, Box<dyn std::error::Error>> {
-    // Registering twice is harmless; the bytes are 'static.
+/// Make the embedded font the plots' "sans-serif" (registering twice is
+/// harmless; the bytes are 'static).
+pub(crate) fn register_font() {
     let _ =
         plotters::style::register_font("sans-serif", FontStyle::Normal, epaint_default_fonts::UBUNTU_LIGHT);
+}
+
+/// Write every plot of `run` into `dir`; the files written.
+pub fn all(run: &Run, dir: &Path) -> Result<Vec<PathBuf>, Box<dyn std::error::Error>> {
+    register_font();
     let mut files = Vec::new();
     let mut workloads: Vec<&str> = run.summary.iter().map(|r| r.workload.as_str()).collect();
     workloads.sort_unstable();

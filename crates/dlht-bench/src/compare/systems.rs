@@ -1,7 +1,7 @@
 //! The systems under test, behind one small trait so every workload runs
 //! the same code on each. Each peer is used through its own public API with
-//! its own default hasher (or, with `--peer-hasher`, dlht's), pre-sized
-//! where it allows. Where a peer cannot
+//! dlht's hasher (or, with `--peer-default-hashers`, its own default),
+//! pre-sized where it allows. Where a peer cannot
 //! express an operation, [`Table::NOTE`] says what it does instead, and the
 //! report prints it.
 
@@ -32,7 +32,8 @@ pub fn set_hash(h: HashChoice) {
 static PEER_HASHER: AtomicBool = AtomicBool::new(false);
 
 /// Give the peers built from now on dlht's hasher ([`BenchHash`]) instead
-/// of their own defaults. Relaxed: set once, before any map is built.
+/// of their own defaults (the comparison's default; studies that do not
+/// call this keep the peers' defaults). Relaxed: set once, before any map is built.
 pub fn set_peer_hasher(on: bool) {
     PEER_HASHER.store(on, Ordering::Relaxed);
 }
@@ -708,7 +709,7 @@ pub fn batches(system: &str) -> bool {
 /// Run `$body` with `$t` bound to the type of system `$name`.
 #[macro_export]
 macro_rules! with_system {
-    // A peer: its own default hasher, or dlht's under --peer-hasher.
+    // A peer: dlht's hasher, or its own default under --peer-default-hashers.
     (@peer $peer:ident, $t:ident => $body:expr) => {
         if peer_hasher() {
             type $t = $peer<BenchHash>;

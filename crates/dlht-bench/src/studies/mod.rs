@@ -3,12 +3,14 @@
 //! `baseline` adds what only dlht has (occupancy at resize, the cost of
 //! the reclamation announcement); `hashers` compares hash functions;
 //! `profile` runs exact operation counts for callgrind; `sizes`,
-//! `counters` and `drain` are their own harnesses over the allocator mode,
-//! the per-key atomics, and memory coming back.
+//! `counters`, `drain` and `memory` are their own harnesses over the
+//! allocator mode, the per-key atomics, memory coming back, and resident
+//! bytes per key over table sizes.
 
 pub mod baseline;
 pub mod counters;
 pub mod drain;
+pub mod memory;
 pub mod profile;
 pub mod sizes;
 
