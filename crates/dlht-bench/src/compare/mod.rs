@@ -6,6 +6,7 @@
 //! under test, `workloads` what they run, `report` and `plot` what comes
 //! out.
 
+pub mod cpp;
 pub mod plot;
 pub mod report;
 pub mod systems;
@@ -471,6 +472,8 @@ pub fn run(mut a: CompareArgs) -> (Run, PathBuf) {
     let mut names: Vec<String> =
         a.systems.clone().unwrap_or_else(|| systems::DEFAULT.iter().map(|s| s.to_string()).collect());
     names.dedup();
+    // C++ peers this build lacks: a note instead of a table.
+    let skipped = cpp::take_unbuilt(&mut names);
     let batch_sizes: Vec<usize> =
         a.batch.clone().unwrap_or_else(|| vec![32]).iter().map(|&b| b as usize).collect();
     let workloads = a.workloads.clone().unwrap_or_else(|| {
@@ -503,6 +506,9 @@ pub fn run(mut a: CompareArgs) -> (Run, PathBuf) {
         if a.peer_default_hashers { " (peers: their own default hashers)" } else { " (peers too)" },
         params.seed
     );
+    for (system, note) in &skipped {
+        println!("# {system}: {note}");
+    }
     let trace_len = if a.smoke { 1 << 16 } else { 1 << 22 };
     let zipf = ZipfTrace::new(params.keys, params.zipf_theta, trace_len, params.seed).unwrap_or_else(|e| {
         eprintln!("error: {e}");
@@ -541,7 +547,7 @@ pub fn run(mut a: CompareArgs) -> (Run, PathBuf) {
     let (anchor_names, peer_names): (Vec<&String>, Vec<&String>) =
         names.iter().partition(|n| n.starts_with("dlht"));
     let anchors: Vec<Box<dyn Contender>> = anchor_names.iter().map(|n| build(n, &mut shared)).collect();
-    let mut out = Outcome::default();
+    let mut out = Outcome { notes: skipped, ..Outcome::default() };
     out.notes
         .extend(anchors.iter().filter(|c| !c.note().is_empty()).map(|c| (c.name().into(), c.note().into())));
     let mut pending = peer_names.into_iter().peekable();

@@ -5,6 +5,7 @@
 //! express an operation, [`Table::NOTE`] says what it does instead, and the
 //! report prints it.
 
+pub use crate::compare::cpp::{BoostCfm, Growt};
 use crate::harness::{self, Worker};
 use std::cell::RefCell;
 use std::hash::{BuildHasher, Hasher};
@@ -667,8 +668,10 @@ impl<S: PeerHash> Table for Hashbrown<S> {
 pub trait PeerHash: BuildHasher + Default + Clone + Send + Sync + 'static {}
 impl<S: BuildHasher + Default + Clone + Send + Sync + 'static> PeerHash for S {}
 
-/// Every system, by name, for the CLI and the dispatch macro.
-pub const ALL: [&str; 11] = [
+/// Every system, by name, for the CLI and the dispatch macro. The C++
+/// peers (growt, boost-cfm) are accepted in every build; one that this
+/// build lacks is skipped with a note (see [`cpp`](crate::compare::cpp)).
+pub const ALL: [&str; 13] = [
     "dlht",
     "dlht-batch",
     "dlht-local",
@@ -680,6 +683,8 @@ pub const ALL: [&str; 11] = [
     "leapfrog",
     "std-rwlock",
     "hashbrown-1t",
+    "growt",
+    "boost-cfm",
 ];
 
 /// The systems the comparison runs by default: all but the unbatched
@@ -687,8 +692,9 @@ pub const ALL: [&str; 11] = [
 /// opt-in (`--systems …,leapfrog`): in the CI smoke runs on two threads
 /// its puts once lost a present key, and once its migration spun forever
 /// in the empty-table InsDel (leapfrog 0.3.3, in
-/// `Migrator::cleanup_stale_table`), hanging the run.
-pub const DEFAULT: [&str; 9] = [
+/// `Migrator::cleanup_stale_table`), hanging the run. The C++ peers are
+/// in it when this build has them.
+pub const DEFAULT: &[&str] = &[
     "dlht",
     "dlht-batch",
     "dlht-local-batch",
@@ -698,6 +704,10 @@ pub const DEFAULT: [&str; 9] = [
     "flurry",
     "std-rwlock",
     "hashbrown-1t",
+    #[cfg(dlht_growt)]
+    "growt",
+    #[cfg(dlht_boost_cfm)]
+    "boost-cfm",
 ];
 
 /// Whether `system` batches its requests (it is measured at every
@@ -745,6 +755,8 @@ macro_rules! with_system {
             "leapfrog" => with_system!(@peer Leapfrog, $t => $body),
             "std-rwlock" => with_system!(@peer StdRwLock, $t => $body),
             "hashbrown-1t" => with_system!(@peer Hashbrown, $t => $body),
+            "growt" => with_system!(@peer Growt, $t => $body),
+            "boost-cfm" => with_system!(@peer BoostCfm, $t => $body),
             other => panic!("unknown system {other}"),
         }
     }};

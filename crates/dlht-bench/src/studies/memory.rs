@@ -163,8 +163,11 @@ pub fn run(a: MemoryArgs) -> bool {
     let machine = crate::harness::machine::Machine::describe();
     println!("# dlht-bench memory: {}, allocator {}", machine.line(), crate::ALLOCATOR);
     let (from, to) = if a.smoke { (10, 12) } else { (a.from, a.to.max(a.from)) };
-    let systems: Vec<String> =
+    let mut systems: Vec<String> =
         a.systems.clone().unwrap_or_else(|| DEFAULT_SYSTEMS.iter().map(|s| s.to_string()).collect());
+    for (system, note) in crate::compare::cpp::take_unbuilt(&mut systems) {
+        println!("# {system}: {note}");
+    }
     let mut points = Vec::new();
     let mut failed = false;
     for log2 in from..=to {
