@@ -164,6 +164,10 @@ trait Contender {
     /// The paper's InsDel on an empty table sized for `n` keys.
     fn insdel_empty(&self, n: u64, threads: usize, p: &Params, d: &Draw<'_>) -> Result<f64, String>;
     fn latency(&self, keys: u64, dur: Duration, seed: u64) -> Result<Vec<Latency>, String>;
+    /// Keys per second (millions) of the prepopulation that filled the
+    /// memory-resident table, if this system filled its own (one timed
+    /// pass, not interleaved with the others).
+    fn prepopulated(&self) -> Option<f64>;
 }
 
 /// A system's memory-resident table and its cache-resident twin.
@@ -172,6 +176,8 @@ struct Held<T: Table> {
     twin: T,
     /// A result check failed: the table is suspect, later steps are skipped.
     failed: Cell<bool>,
+    /// Prepopulation rate, M keys/s (None for a view of a shared table).
+    prepopulated: Option<f64>,
 }
 
 /// A dlht map and its twin, shared by the unbatched and batched systems.
@@ -189,17 +195,19 @@ impl<T: Table> Held<T> {
         if let Some((big, twin)) = shared {
             if let (Some(big), Some(twin)) = (T::view_of(big), T::view_of(twin)) {
                 bar.inc(keys);
-                return Held { big, twin, failed: Cell::new(false) };
+                return Held { big, twin, failed: Cell::new(false), prepopulated: None };
             }
         }
+        let start = std::time::Instant::now();
         let big = T::with_capacity(cap);
         workloads::populate(&big, keys, threads, batch, bar);
+        let prepopulated = Some(keys as f64 / start.elapsed().as_secs_f64() / 1e6);
         let twin = T::with_capacity(TWIN_KEYS as usize);
         workloads::populate(&twin, TWIN_KEYS, 1, batch, &ProgressBar::hidden());
         if let (None, Some(b), Some(t)) = (shared.as_ref(), big.dlht_map(), twin.dlht_map()) {
             *shared = Some((b, t));
         }
-        Held { big, twin, failed: Cell::new(false) }
+        Held { big, twin, failed: Cell::new(false), prepopulated }
     }
 
     fn checked<R>(&self, f: impl FnOnce() -> R) -> Result<R, String> {
@@ -252,6 +260,9 @@ impl<T: Table> Contender for Held<T> {
     fn latency(&self, keys: u64, dur: Duration, seed: u64) -> Result<Vec<Latency>, String> {
         self.checked(|| workloads::latency(&self.big, keys, dur, seed))
     }
+    fn prepopulated(&self) -> Option<f64> {
+        self.prepopulated
+    }
 }
 
 /// Memory kept free beside a group's tables (the population step's table,
@@ -277,22 +288,21 @@ fn estimated_bytes(system: &str, keys: u64) -> u64 {
     keys * per_key * 3 / 2
 }
 
-/// A field of /proc/meminfo in bytes (e.g. "MemAvailable:"), if there is one.
-fn meminfo(field: &str) -> Option<u64> {
-    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+/// A "Name:  N kB" field of a /proc file in bytes, if there is one.
+pub(crate) fn proc_bytes(file: &str, field: &str) -> Option<u64> {
+    let info = std::fs::read_to_string(file).ok()?;
     let line = info.lines().find(|l| l.starts_with(field))?;
     Some(line.split_whitespace().nth(1)?.parse::<u64>().ok()? << 10)
 }
 
+/// A field of /proc/meminfo in bytes (e.g. "MemAvailable:"), if there is one.
+fn meminfo(field: &str) -> Option<u64> {
+    proc_bytes("/proc/meminfo", field)
+}
+
 /// This process's resident memory in GiB (for the report).
 pub(crate) fn rss_gib() -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let kb = status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
-        .unwrap_or(0.0);
-    kb / (1 << 20) as f64
+    proc_bytes("/proc/self/status", "VmRSS:").unwrap_or(0) as f64 / (1u64 << 30) as f64
 }
 
 /// What a comparison measures, shared by its groups.
@@ -550,6 +560,18 @@ pub fn run(mut a: CompareArgs) -> (Run, PathBuf) {
     let mut out = Outcome { notes: skipped, ..Outcome::default() };
     out.notes
         .extend(anchors.iter().filter(|c| !c.note().is_empty()).map(|c| (c.name().into(), c.note().into())));
+    // The prepopulation, timed once per table (the paper's presized
+    // prepopulation), as a note: one pass, not interleaved.
+    let prepopulation = |c: &dyn Contender| {
+        let mops = c.prepopulated()?;
+        let how = if a.resizing { "from a table sized for 1024" } else { "presized" };
+        let note = format!(
+            "prepopulation {how}: 2^{} keys at {mops:.1} M keys/s on {max_t} threads (one pass, not interleaved)",
+            a.keys_log2
+        );
+        Some((c.name().to_string(), note))
+    };
+    out.notes.extend(anchors.iter().filter_map(|c| prepopulation(c.as_ref())));
     let mut pending = peer_names.into_iter().peekable();
     let mut group = 0;
     loop {
@@ -574,6 +596,7 @@ pub fn run(mut a: CompareArgs) -> (Run, PathBuf) {
         out.notes.extend(
             peers.iter().filter(|c| !c.note().is_empty()).map(|c| (c.name().into(), c.note().into())),
         );
+        out.notes.extend(peers.iter().filter_map(|c| prepopulation(c.as_ref())));
         let members: Vec<&dyn Contender> = anchors.iter().chain(&peers).map(|c| c.as_ref()).collect();
         plan.run_group(group, &members, group == 0, &mut out);
         drop(peers);

@@ -82,13 +82,7 @@ struct Point {
 /// makes, without the pages of this binary's code that its first calls
 /// fault in (file-backed, and 100–200 KiB: more than a 2^10-key table).
 fn rss_bytes() -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let kb = status
-        .lines()
-        .find(|l| l.starts_with("RssAnon:"))
-        .and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
-        .unwrap_or(0.0);
-    kb * 1024.0
+    crate::compare::proc_bytes("/proc/self/status", "RssAnon:").unwrap_or(0) as f64
 }
 
 /// Tables a point holds at once: enough of them that a small table's
