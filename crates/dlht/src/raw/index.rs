@@ -85,6 +85,9 @@ pub struct Index {
     /// [`link_soft_cap`]) when inserts run out of links while the map holds
     /// fewer keys than a grow is for (see [`Index::raise_link_soft`]).
     link_soft: unmodelled::AtomicU64,
+    /// The soft limit the index was built with: what [`Index::slot_capacity`]
+    /// counts, so that capacity changes only when the index is replaced.
+    link_nominal: usize,
     /// Link buckets handed out so far (may exceed the limits after failed claims).
     link_next: AtomicU64,
     /// Link buckets claimed but lost to a concurrent chaining (hazard 6):
@@ -172,6 +175,7 @@ impl Index {
             mask: bins - 1,
             links,
             link_soft: unmodelled::AtomicU64::new(link_soft as u64),
+            link_nominal: link_soft,
             link_next: AtomicU64::new(0),
             leaked_links: AtomicUsize::new(0),
             markers,
@@ -226,9 +230,12 @@ impl Index {
         (self.link_next.load(Ordering::Relaxed) as usize).min(self.links.len())
     }
 
-    /// Slots available to inserts: three per bin plus four per link bucket.
+    /// Slots available to inserts: three per bin plus four per link bucket
+    /// of the soft limit the index was built with (a raised limit is
+    /// tolerance for churn, not room for more keys: the map's capacity
+    /// changes only when its index is replaced).
     pub fn slot_capacity(&self) -> usize {
-        self.bins() * 3 + self.link_capacity() * 4
+        self.bins() * 3 + self.link_nominal * 4
     }
 
     /// The bin a hash selects.
