@@ -222,9 +222,10 @@ pub(crate) fn pipeline<'i>(
     // their link words waits about one miss for all of them together. (A
     // batch of 32 once got no link prefetch at all, and at two keys per
     // bin a third of its inserts need a link bucket.)
+    // One index for all of them: no user code runs between these reads.
     let up_front = if n <= WINDOW { n } else { WINDOW / 2 };
+    let idx = index();
     for j in 0..up_front {
-        let idx = index();
         // SAFETY: requests 0..min(n, WINDOW) were set above.
         prefetch_links(idx, bin_ptr(idx, unsafe { ring.get(j) }));
     }

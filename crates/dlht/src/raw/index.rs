@@ -28,12 +28,23 @@ pub const BINS_PER_LINK: usize = 5;
 /// small index cost nothing.
 const LINK_FLOOR: usize = if cfg!(loom) { 0 } else { 8 };
 
+/// The link buckets inserts may claim in a new index of `bins` bins: its
+/// soft limit as built, and what its capacity counts.
+fn nominal_links(bins: usize) -> usize {
+    (bins / BINS_PER_LINK + LINK_FLOOR).max(1)
+}
+
 /// The most link buckets inserts may claim in an index of `bins` bins
 /// however often the soft limit is raised: one per bin. (A map with a link
 /// on every bin is past the keys per bin that grow it.)
-pub fn link_soft_cap(bins: usize) -> usize {
+fn link_soft_cap(bins: usize) -> usize {
     bins + LINK_FLOOR
 }
+
+/// A raise of the soft limit adds bins / this many links (at least
+/// [`LINK_FLOOR`]): sixteen raises reach the cap from nothing, so the
+/// rare path that raises it runs a few times per index, not per insert.
+const BINS_PER_LINK_RAISE: usize = 16;
 
 /// Spare link buckets beyond the worst case, for claims lost to races.
 const LINK_SLACK: usize = if cfg!(loom) { 2 } else { 4096 };
@@ -85,9 +96,6 @@ pub struct Index {
     /// [`link_soft_cap`]) when inserts run out of links while the map holds
     /// fewer keys than a grow is for (see [`Index::raise_link_soft`]).
     link_soft: unmodelled::AtomicU64,
-    /// The soft limit the index was built with: what [`Index::slot_capacity`]
-    /// counts, so that capacity changes only when the index is replaced.
-    link_nominal: usize,
     /// Link buckets handed out so far (may exceed the limits after failed claims).
     link_next: AtomicU64,
     /// Link buckets claimed but lost to a concurrent chaining (hazard 6):
@@ -157,7 +165,7 @@ impl Index {
         if !crate::arch::native_dwcas() {
             return Err(Error::Unsupported);
         }
-        let link_soft = (bins / BINS_PER_LINK + LINK_FLOOR).max(1);
+        let link_soft = nominal_links(bins);
         // Worst case: every bin chains three buckets in a transfer, inserts
         // claim up to the raised soft limit, plus buckets leaked by chaining
         // races and overshoot of failed claims. Reserved, not touched: only
@@ -175,7 +183,6 @@ impl Index {
             mask: bins - 1,
             links,
             link_soft: unmodelled::AtomicU64::new(link_soft as u64),
-            link_nominal: link_soft,
             link_next: AtomicU64::new(0),
             leaked_links: AtomicUsize::new(0),
             markers,
@@ -213,7 +220,7 @@ impl Index {
     /// doubled its memory, after a few million insert+remove pairs.
     pub fn raise_link_soft(&self) -> bool {
         let cap = link_soft_cap(self.bins()) as u64;
-        let step = (self.bins() as u64 / 16).max(LINK_FLOOR as u64).max(1);
+        let step = (self.bins() / BINS_PER_LINK_RAISE).max(LINK_FLOOR).max(1) as u64;
         // Relaxed: the limit guards no data (claims are published through
         // the link-meta CAS), so loom need not model it (`unmodelled`); two
         // raisers at once raise it twice, still within the cap that
@@ -235,7 +242,7 @@ impl Index {
     /// tolerance for churn, not room for more keys: the map's capacity
     /// changes only when its index is replaced).
     pub fn slot_capacity(&self) -> usize {
-        self.bins() * 3 + self.link_nominal * 4
+        self.bins() * 3 + nominal_links(self.bins()) * 4
     }
 
     /// The bin a hash selects.
