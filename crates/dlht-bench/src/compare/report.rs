@@ -172,6 +172,8 @@ impl Run {
                 .measurements
                 .iter()
                 .filter(|q| q.workload == workload && q.threads == threads && is_peer(&q.system))
+                // The key stream is no table: a ratio to a peer means nothing.
+                .filter(|_| system != KEY_STREAM)
                 .collect();
             let rounds = ms.iter().map(|m| m.rounds.len()).max().unwrap_or(0);
             // Per round: the lowest ratio to any peer, each taken against
