@@ -22,19 +22,52 @@
 //! reuse); after S2 the key is, as far as every operation can tell, being
 //! inserted, so a put that lands after S3 updates a present key.
 //!
-//! Abort: find the Shadow slot and CAS the header Shadow → Invalid.
+//! Abort: find the Shadow slot (never a Valid one: see `find_shadow`) and
+//! CAS the header Shadow → Invalid.
 
 use super::{settle, validate, Step};
 use crate::raw::header::{Header, SlotState};
 use crate::raw::index::BinRef;
 use crate::raw::threading::Threading;
 
-/// The slot of the shadow insert of `key` under header `h`, and its state:
-/// a Shadow slot, or a Valid one still holding `(shadow, key)`.
-fn find_shadow<T: Threading>(bin: &BinRef<'_, T>, h: Header, key: u64) -> Option<(usize, SlotState)> {
+/// Which slots may hold the shadow insert a commit or an abort looks for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Seek {
+    /// A commit: the Shadow slot, or the Valid one its S2 made.
+    Commit,
+    /// An abort: the Shadow slot only (an abort never follows an S2).
+    Abort,
+}
+
+/// The slot of the shadow insert of `key` under header `h`, and its state.
+///
+/// The two words are read one at a time, so a match can be torn: the
+/// shadow marker of another key's commit caught before its S3 and, after
+/// it, a value word equal to `key`. Each caller's next step rejects a torn
+/// match: a Shadow slot's words cannot change while the header still reads
+/// `h` (only its owner's header CAS frees it), so S2's and the abort's CAS
+/// from `h` succeed only on a true match; S3 compares both words at once.
+/// That is why an abort must not look at Valid slots: its header CAS
+/// would succeed on another key's publication (S3 leaves the header
+/// alone), free that key's live slot, and leave the shadow held for good.
+fn find_shadow<T: Threading>(
+    bin: &BinRef<'_, T>,
+    h: Header,
+    key: u64,
+    seek: Seek,
+) -> Option<(usize, SlotState)> {
     let shadow = bin.shadow();
     let mut lm = None;
-    for i in h.slots_in(SlotState::Shadow).or(h.slots_in(SlotState::Valid)) {
+    let slots = match seek {
+        Seek::Commit => h.slots_in(SlotState::Shadow).or(h.slots_in(SlotState::Valid)),
+        // Planted bug (scripts/planted-bugs.sh): an abort that also takes
+        // a Valid slot, so a torn match frees another key's slot.
+        Seek::Abort if cfg!(dlht_plant = "abort_takes_valid") => {
+            h.slots_in(SlotState::Shadow).or(h.slots_in(SlotState::Valid))
+        }
+        Seek::Abort => h.slots_in(SlotState::Shadow),
+    };
+    for i in slots {
         let slot = bin.slot(&mut lm, i);
         if slot.load_key() == shadow && slot.load_value() == key {
             return Some((i, h.slot(i)));
@@ -46,13 +79,17 @@ fn find_shadow<T: Threading>(bin: &BinRef<'_, T>, h: Header, key: u64) -> Option
 /// The header of a bin not in transfer, with the slot of the shadow insert
 /// of `key` and its state; None if the bin was transferred (go on in the
 /// next index).
-fn locate_shadow<T: Threading>(bin: &BinRef<'_, T>, key: u64) -> Option<(Header, usize, SlotState)> {
+fn locate_shadow<T: Threading>(
+    bin: &BinRef<'_, T>,
+    key: u64,
+    seek: Seek,
+) -> Option<(Header, usize, SlotState)> {
     loop {
         let mut h = bin.header();
         if settle(bin, &mut h) {
             return None;
         }
-        match find_shadow(bin, h, key) {
+        match find_shadow(bin, h, key, seek) {
             Some((i, state)) => return Some((h, i, state)),
             // A transfer began after the header was read (it killed the
             // slot): the re-read sees it. Otherwise the slot must be here.
@@ -64,7 +101,7 @@ fn locate_shadow<T: Threading>(bin: &BinRef<'_, T>, key: u64) -> Option<(Header,
 /// Make the shadow insert of `key` present with `value`.
 pub fn commit<T: Threading>(bin: &BinRef<'_, T>, key: u64, value: u64) -> Step<()> {
     loop {
-        let Some((h, i, state)) = locate_shadow(bin, key) else {
+        let Some((h, i, state)) = locate_shadow(bin, key, Seek::Commit) else {
             return Step::Moved;
         };
         if state == SlotState::Shadow {
@@ -79,10 +116,13 @@ pub fn commit<T: Threading>(bin: &BinRef<'_, T>, key: u64, value: u64) -> Step<(
 /// Give up the shadow insert of `key`: its slot becomes free.
 pub fn abort<T: Threading>(bin: &BinRef<'_, T>, key: u64) -> Step<()> {
     loop {
-        let Some((h, i, state)) = locate_shadow(bin, key) else {
+        let Some((h, i, state)) = locate_shadow(bin, key, Seek::Abort) else {
             return Step::Moved;
         };
-        debug_assert_eq!(state, SlotState::Shadow, "dlht invariant: aborting a committed shadow insert");
+        debug_assert!(
+            state == SlotState::Shadow || cfg!(dlht_plant = "abort_takes_valid"),
+            "dlht invariant: aborting a committed shadow insert"
+        );
         if bin.cas_header(h, h.with_slot(i, SlotState::Invalid)).is_ok() {
             return Step::Done(());
         }

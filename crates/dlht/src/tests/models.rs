@@ -340,6 +340,28 @@ fn a_shadow_abort_racing_a_transfer_leaves_nothing() {
     );
 }
 
+#[test]
+fn a_shadow_abort_never_frees_a_commit_it_reads_torn() {
+    // K2 is shadowed in slot 0 and K in slot 1. K2's commit publishes the
+    // value K, so between its S2 and S3 slot 0 reads (shadow, K2) and then
+    // (K2, K): an abort of K that read the marker before S3 and the value
+    // after it sees (shadow, K) in a Valid slot. Its header CAS would then
+    // succeed (S3 leaves the header alone) and free K2's slot.
+    model(|| {
+        let idx = index(2);
+        assert_eq!(drive(&idx, K2, |b| insert_as(b, K2, 0, Mode::Shadow)), Inserted::New);
+        assert_eq!(drive(&idx, K, |b| insert_as(b, K, 0, Mode::Shadow)), Inserted::New);
+        let i2 = idx.clone();
+        let t = loom::thread::spawn(move || drive(&i2, K2, |b| shadow::commit(b, K2, K)));
+        drive(&idx, K, |b| shadow::abort(b, K));
+        t.join().unwrap();
+        assert_eq!(gt(&idx, K2), Some(K), "the abort freed the commit's slot");
+        assert_eq!(gt(&idx, K), None);
+        // The aborted shadow is gone: an insert of K does not wait on it.
+        assert_eq!(ins(&idx, K, 7), Inserted::New);
+    });
+}
+
 /// A two-bin index holding K → 1 while `race` runs on another thread and
 /// this thread freezes bin 0 and thaws it (a snapshot of one bin): returns
 /// the pairs the freeze recorded, what `race` returned, and the index.
