@@ -25,7 +25,7 @@ use crate::raw::index::{BinRef, Index, ResizeState};
 use crate::raw::markers::Markers;
 use crate::raw::threading::Shared;
 use crate::reclaim::Guard;
-use crate::resize;
+use crate::resize::{self, Budget, HELP_CHUNKS};
 use crate::stats::{Memory, Stats};
 use crate::sync::{backoff, Ordering};
 use crate::word::Inline;
@@ -369,7 +369,7 @@ impl<K: Inline, V: Inline, S: BuildHasher> Map<K, V, S> {
             if idx.bins() >= want {
                 return Ok(());
             }
-            resize::grow(&self.core, &guard, idx, &|w| self.hash_word(w), want)?;
+            resize::grow(&self.core, &guard, idx, &|w| self.hash_word(w), want, Budget::All)?;
         }
     }
 
@@ -486,6 +486,9 @@ impl<K: Inline, V: Inline, S: BuildHasher> Map<K, V, S> {
 
     /// A snapshot of the index's shape and occupancy (scans the index).
     pub fn stats(&self) -> Stats {
+        // A scan of one index: finish a resize under way first (and leave,
+        // so that the index it replaced can be freed before the count).
+        resize::finish_under_way(&self.core, &self.core.pin(), &|w| self.hash_word(w));
         let guard = self.core.pin();
         let idx = self.core.current(&guard);
         Stats::of(
@@ -570,12 +573,26 @@ impl<K: Inline, V: Inline, S: BuildHasher> Runner for Session<'_, K, V, S> {
                 Step::Done(r) => {
                     let d = len_delta(&r);
                     // Gets and puts skip these stores.
-                    if d != 0 && self.guard.record().len.add(d) {
-                        self.map.maybe_shrink(self.guard);
+                    if d != 0 {
+                        if self.guard.record().len.add(d) {
+                            self.map.maybe_shrink(self.guard);
+                        }
+                        // Inserts and removes drive a grow of the index they
+                        // started in (one load of a line every operation
+                        // reads): it ends within bins / chunk writes.
+                        if self.index.next_index().is_some() {
+                            let map = self.map;
+                            resize::help_on_the_way(&map.core, self.index, &|w| map.hash_word(w));
+                        }
                     }
                     return Ok(r);
                 }
                 Step::Moved => {
+                    // Any operation that meets a grow helps it a little: a
+                    // grow left unfinished when writes stop would cost every
+                    // later read of a moved bin a second miss.
+                    let map = self.map;
+                    resize::help_on_the_way(&map.core, idx, &|w| map.hash_word(w));
                     idx = idx.next_index().expect("dlht invariant: a transferred bin has a next index");
                 }
                 Step::Full => {
@@ -584,8 +601,9 @@ impl<K: Inline, V: Inline, S: BuildHasher> Runner for Session<'_, K, V, S> {
                         continue;
                     }
                     driver::check_separable(&bin, hash, |w| map.hash_word(w))?;
-                    resize::grow(&map.core, self.guard, idx, &|w| map.hash_word(w), 0)?;
-                    // Other helpers may still hold our bin's chunk.
+                    let budget = Budget::Bounded { own: Some(idx.bin_of(hash)), chunks: HELP_CHUNKS };
+                    resize::grow(&map.core, self.guard, idx, &|w| map.hash_word(w), 0, budget)?;
+                    // Our bin may still be in another helper's hands.
                     backoff(&mut spins);
                 }
             }

@@ -65,6 +65,17 @@ impl Core {
         self.reclaim.pin(&self.generation)
     }
 
+    /// True if `idx` is, or was, the current index: only then may its
+    /// resize be helped (R1). An index being filled by a shrink may already
+    /// have a next one (the shrink's fallback), which must not start before
+    /// the shrink is published.
+    #[inline]
+    pub fn is_current(&self, idx: &Index) -> bool {
+        // Acquire: pairs with the SeqCst store in `publish`. A stale value
+        // is older: the caller then only skips helping.
+        self.generation.load(Ordering::Acquire) >= idx.generation
+    }
+
     /// The current index, which stays allocated while `guard` lives.
     #[inline(always)]
     pub fn current<'g>(&'g self, guard: &'g Guard<'_>) -> &'g Index {
@@ -117,6 +128,11 @@ impl Core {
         (self.shrinks.load(Ordering::Relaxed), self.shrinks_fell_back.load(Ordering::Relaxed))
     }
 
+    /// Count keys transferred outside a chunk (an insert's own bin).
+    pub fn note_transferred(&self, keys: usize) {
+        self.transferred.fetch_add(keys, Ordering::Relaxed); // a statistic
+    }
+
     /// Count a finished transfer chunk and the keys it copied (for the
     /// occupancy statistic).
     pub fn note_chunk(&self, keys: usize) {
@@ -156,13 +172,17 @@ impl Core {
 impl Drop for Core {
     fn drop(&mut self) {
         // Relaxed: &mut self, no other thread can access the map.
-        let cur = self.current.load(Ordering::Relaxed);
-        // SAFETY: &mut self: no thread is inside. The current index is owned
-        // here; retired ones are freed by Reclaim's Drop; `next` of the
-        // current index is null (a resize completes within an operation).
-        unsafe {
-            debug_assert!((*cur).next_index().is_none(), "dlht invariant: map dropped mid-resize");
-            drop(Box::from_raw(cur));
+        let mut cur = self.current.load(Ordering::Relaxed);
+        // A grow may be under way (helping is bounded, so writes can stop
+        // before it ends): the indexes it is filling are owned here too.
+        while !cur.is_null() {
+            // SAFETY: &mut self: no thread is inside. The current index and
+            // the unpublished ones after it (from Box::into_raw in
+            // `attach_next`) are owned here and by nothing else; retired
+            // ones are freed by Reclaim's Drop.
+            let idx = unsafe { Box::from_raw(cur) };
+            cur = idx.next_index().map_or(core::ptr::null_mut(), |n| n as *const Index as *mut Index);
+            drop(idx);
         }
     }
 }

@@ -19,6 +19,7 @@ use super::link_needed;
 use crate::raw::header::{BinState, Header, SlotState, SLOTS_PER_BIN};
 use crate::raw::index::{BinRef, Claimant, Index};
 use crate::raw::threading::Threading;
+use crate::sync::backoff;
 
 /// Transfer bin `b` of `old` into `new`. Returns the number of keys copied.
 /// The caller owns bin `b` for transfer (it claimed its chunk).
@@ -53,12 +54,47 @@ impl Drop for AbortOnUnwind {
 #[inline(always)]
 fn transfer_bin_inner<T: Threading>(old: &Index, b: usize, new: &Index, hash: &dyn Fn(u64) -> u64) -> usize {
     let bin = old.bin_as::<T>(b);
-    let Some(h) = claim(&bin) else {
-        return 0; // forwarded by a shrink that fell back: nothing here
+    let h = match claim(&bin) {
+        Claim::Won(h) => h,
+        // Forwarded by a shrink that fell back: nothing here.
+        Claim::Done => return 0,
+        // An insert is transferring its own bin ([`transfer_own_bin`]):
+        // the chunk is done only once that bin is.
+        Claim::Busy => {
+            let mut spins = 0;
+            // Planted bug (scripts/planted-bugs.sh): count the bin done
+            // while its copy is still being written.
+            while bin.header().bin_state() != BinState::DoneTransfer
+                && !cfg!(dlht_plant = "chunk_skips_busy_bin")
+            {
+                backoff(&mut spins);
+            }
+            return 0;
+        }
     };
     let copied = copy_out(&bin, h, new, hash);
+    #[cfg(all(test, not(loom)))]
+    hooks::while_transferring();
     finish(&bin, h);
     copied
+}
+
+/// Transfer bin `b` of `old` into `new` ahead of its chunk, for an insert
+/// that found it full (bounded help, `resize::help`): nothing if another
+/// thread has claimed it. Returns the keys copied. The chunk's claimant
+/// skips the bin, or waits for it if it is still being copied, so the
+/// chunk is complete only once the bin is.
+pub fn transfer_own_bin<T: Threading>(
+    old: &Index,
+    b: usize,
+    new: &Index,
+    hash: &dyn Fn(u64) -> u64,
+) -> usize {
+    let bin = old.bin_as::<T>(b);
+    if bin.header().bin_state() != BinState::NoTransfer {
+        return 0;
+    }
+    transfer_bin::<T>(old, b, new, hash)
 }
 
 /// Transfer into bin `t` of the smaller index `new` every source bin of
@@ -92,7 +128,9 @@ pub fn transfer_target<T: Threading>(
     let mut held = 0;
     for i in 0..sources {
         let s = t + i * new.bins();
-        let h = claim(&old.bin_as::<T>(s)).expect("dlht invariant: a shrink source was transferred twice");
+        let Claim::Won(h) = claim(&old.bin_as::<T>(s)) else {
+            panic!("dlht invariant: a shrink source was transferred twice");
+        };
         claimed[held] = (s, h);
         held += 1;
     }
@@ -135,21 +173,31 @@ pub fn transfer_target<T: Threading>(
 /// Most source bins one shrink step merges into a target.
 pub const MAX_SHRINK_FACTOR: usize = 16;
 
-/// T1: CAS the header NoTransfer → InTransfer, waiting out nothing (only
-/// the transfer's owner moves a bin out of NoTransfer during a resize).
-/// Returns the claimed header, or None if the bin is already DoneTransfer:
-/// a bin of a shrink's target index that the shrink forwarded.
-fn claim<T: Threading>(bin: &BinRef<'_, T>) -> Option<Header> {
+/// What [`claim`] found.
+enum Claim {
+    /// This thread now owns the bin for transfer, under this header.
+    Won(Header),
+    /// Already DoneTransfer: a bin of a shrink's target index that the
+    /// shrink forwarded, or a grow's bin an insert transferred ahead of
+    /// its chunk.
+    Done,
+    /// InTransfer by another thread: an insert transferring its own bin.
+    Busy,
+}
+
+/// T1: CAS the header NoTransfer → InTransfer (the CAS fails only across
+/// other operations' header changes).
+fn claim<T: Threading>(bin: &BinRef<'_, T>) -> Claim {
     let mut h = bin.header();
     loop {
         match h.bin_state() {
             BinState::NoTransfer => {}
-            BinState::DoneTransfer => return None,
-            BinState::InTransfer => panic!("dlht invariant: bin transferred twice"),
+            BinState::DoneTransfer => return Claim::Done,
+            BinState::InTransfer => return Claim::Busy,
         }
         let claimed = h.with_bin_state(BinState::InTransfer);
         match bin.cas_header(h, claimed) {
-            Ok(()) => return Some(claimed),
+            Ok(()) => return Claim::Won(claimed),
             Err(found) => h = found,
         }
     }
@@ -226,4 +274,21 @@ fn place<T: Threading>(new: &Index, hash: u64, (key, value): (u64, u64), state: 
     }
     bin.slot(&mut None, i).fill_owned(key, value);
     bin.bucket.header.store_owned(h.with_slot(i, state));
+}
+
+#[cfg(all(test, not(loom)))]
+pub(crate) mod hooks {
+    use std::cell::RefCell;
+
+    std::thread_local! {
+        /// Run once while this thread holds a bin InTransfer, copied but
+        /// not finished (a test hook for that window).
+        pub(crate) static WHILE_TRANSFERRING: RefCell<Option<Box<dyn FnOnce()>>> = const { RefCell::new(None) };
+    }
+
+    pub(crate) fn while_transferring() {
+        if let Some(f) = WHILE_TRANSFERRING.with(|h| h.borrow_mut().take()) {
+            f()
+        }
+    }
 }

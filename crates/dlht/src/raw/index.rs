@@ -265,6 +265,20 @@ impl Index {
         BinRef { index: self, bin: bin & self.mask, bucket, _threading: PhantomData }
     }
 
+    /// Fault in the pages of bins `range` before a transfer writes them
+    /// (see [`ZeroedArray::prefault`]).
+    pub fn prefault_bins(&self, range: core::ops::Range<usize>) {
+        self.bins.prefault(range);
+    }
+
+    /// Fault in the next `n` link buckets to be handed out (they go in
+    /// order), before a transfer may chain them.
+    pub fn prefault_links_ahead(&self, n: usize) {
+        // Relaxed: a hint; a stale position only faults pages already in.
+        let next = (self.link_next.load(Ordering::Relaxed) as usize).min(self.links.len());
+        self.links.prefault(next..(next + n).min(self.links.len()));
+    }
+
     /// Address of a bin's primary bucket, for prefetching.
     #[inline(always)]
     pub fn bin_ptr(&self, bin: usize) -> *const PrimaryBucket {
