@@ -588,11 +588,9 @@ impl<K: Inline, V: Inline, S: BuildHasher> Runner for Session<'_, K, V, S> {
                     return Ok(r);
                 }
                 Step::Moved => {
-                    // Any operation that meets a grow helps it a little: a
-                    // grow left unfinished when writes stop would cost every
-                    // later read of a moved bin a second miss.
+                    // Reads finish a grow the writes left idle.
                     let map = self.map;
-                    resize::help_on_the_way(&map.core, idx, &|w| map.hash_word(w));
+                    resize::help_if_idle(&map.core, idx, &|w| map.hash_word(w));
                     idx = idx.next_index().expect("dlht invariant: a transferred bin has a next index");
                 }
                 Step::Full => {
