@@ -529,6 +529,34 @@ pub(crate) struct Session<'m, K, V, S> {
     guard: &'m Guard<'m>,
 }
 
+/// The cold paths of [`Runner::run`], out of line so that the hot path (a
+/// get, an insert into a bin with room) stays small enough to inline.
+impl<K: Inline, V: Inline, S: BuildHasher> Session<'_, K, V, S> {
+    /// Help a grow of `idx`, which a write started in.
+    #[cold]
+    #[inline(never)]
+    fn help_grow(&self, idx: &Index) {
+        let map = self.map;
+        resize::help_on_the_way(&map.core, idx, &|w| map.hash_word(w));
+    }
+
+    /// An insert found `bin` of `idx` full: raise the link limit (true: retry
+    /// at once) or grow the index, helping with a bounded amount of work
+    /// (false: back off, then retry).
+    #[cold]
+    #[inline(never)]
+    fn full(&self, bin: &BinRef<'_>, idx: &Index, hash: u64) -> Result<bool, Error> {
+        let map = self.map;
+        if driver::links_instead_of_growing(bin, idx, || map.len()) {
+            return Ok(true);
+        }
+        driver::check_separable(bin, hash, |w| map.hash_word(w))?;
+        let budget = Budget::Bounded { own: Some(idx.bin_of(hash)), chunks: HELP_CHUNKS };
+        resize::grow(&map.core, self.guard, idx, &|w| map.hash_word(w), 0, budget)?;
+        Ok(false)
+    }
+}
+
 impl<K: Inline, V: Inline, S: BuildHasher> Runner for Session<'_, K, V, S> {
     type T = Shared;
     type UserCode<'a>
@@ -581,26 +609,20 @@ impl<K: Inline, V: Inline, S: BuildHasher> Runner for Session<'_, K, V, S> {
                         // started in (one load of a line every operation
                         // reads): it ends within bins / chunk writes.
                         if self.index.next_index().is_some() {
-                            let map = self.map;
-                            resize::help_on_the_way(&map.core, self.index, &|w| map.hash_word(w));
+                            self.help_grow(self.index);
                         }
                     }
                     return Ok(r);
                 }
+                // Nothing else here: a call on this path, even one never
+                // taken, cost every get 28 instructions of spills.
                 Step::Moved => {
-                    // Reads finish a grow the writes left idle.
-                    let map = self.map;
-                    resize::help_if_idle(&map.core, idx, &|w| map.hash_word(w));
-                    idx = idx.next_index().expect("dlht invariant: a transferred bin has a next index");
+                    idx = idx.next_index().expect("dlht invariant: a transferred bin has a next index")
                 }
                 Step::Full => {
-                    let map = self.map;
-                    if driver::links_instead_of_growing(&bin, idx, || map.len()) {
+                    if self.full(&bin, idx, hash)? {
                         continue;
                     }
-                    driver::check_separable(&bin, hash, |w| map.hash_word(w))?;
-                    let budget = Budget::Bounded { own: Some(idx.bin_of(hash)), chunks: HELP_CHUNKS };
-                    resize::grow(&map.core, self.guard, idx, &|w| map.hash_word(w), 0, budget)?;
                     // Our bin may still be in another helper's hands.
                     backoff(&mut spins);
                 }

@@ -16,9 +16,10 @@
 //!    [`HELP_CHUNKS`] chunks, and retries; every other insert or remove
 //!    that starts while a grow is under way helps with one chunk
 //!    ([`help_on_the_way`]): an index of N bins is transferred within
-//!    N / 1024 writes. Reads help only a grow the writes left idle
-//!    ([`help_if_idle`]). No single call copies more than a few chunks.
-//!    `reserve`, snapshots and shrinks help to the end.
+//!    N / 1024 writes, a thousandth of those that fill it. Reads never
+//!    help (a call on the get path costs every get). No single call copies
+//!    more than a few chunks. `stats()`, `reserve`, snapshots and shrinks
+//!    help to the end.
 //! R4 The thread finishing the last chunk makes the next index current and
 //!    retires the old one (`reclaim`), freed once no thread can read it.
 //!
@@ -241,9 +242,8 @@ pub fn grow(
     Ok(())
 }
 
-/// R3 for an operation that met a grow of `idx` (an insert or remove that
-/// started in it, or any operation whose bin it moved): help with one
-/// chunk, if any is left to claim.
+/// R3 for an insert or remove that started in `idx` while it grows: help
+/// with one chunk, if any is left to claim.
 /// Shrinks are left to their starter (a shrink's chunk merges up to 16
 /// source bins per target, too much for one call).
 #[inline]
@@ -399,42 +399,6 @@ fn help(core: &Core, idx: &Index, hash: &dyn Fn(u64) -> u64, budget: Budget) {
             }
         }
     }
-}
-
-/// Operations on moved bins a thread sees in a row, with the grow's chunk
-/// counter unchanged, before it helps (see [`help_if_idle`]).
-pub const IDLE_MOVES_BEFORE_HELP: u32 = 256;
-
-#[cfg(not(loom))]
-std::thread_local! {
-    /// (index, chunk counter seen, how many moved operations in a row saw it).
-    static IDLE_STREAK: core::cell::Cell<(usize, usize, u32)> = const { core::cell::Cell::new((0, 0, 0)) };
-}
-
-/// R3 for an operation whose bin `idx` moved: help with one chunk only if
-/// the grow looks idle — this thread saw no chunk claimed over its last
-/// [`IDLE_MOVES_BEFORE_HELP`] such operations. While writes go on they
-/// drive the grow (each helps a chunk), and reads run at full speed; once
-/// writes stop, reads finish it (a grow left under way would cost every
-/// read of a moved bin a second miss), a chunk per 256 reads per thread.
-#[inline]
-pub fn help_if_idle(core: &Core, idx: &Index, hash: &dyn Fn(u64) -> u64) {
-    #[cfg(not(loom))]
-    {
-        // Relaxed: a progress hint.
-        let claimed = idx.resize.next_chunk.load(Ordering::Relaxed);
-        let me = idx as *const Index as usize;
-        let idle = IDLE_STREAK.with(|c| {
-            let (at, seen, streak) = c.get();
-            let streak = if (at, seen) == (me, claimed) { streak + 1 } else { 1 };
-            c.set((me, claimed, if streak >= IDLE_MOVES_BEFORE_HELP { 0 } else { streak }));
-            streak >= IDLE_MOVES_BEFORE_HELP
-        });
-        if !idle {
-            return;
-        }
-    }
-    help_on_the_way(core, idx, hash);
 }
 
 /// Fault in the bins of `next` that a grow's transfer of source bins
