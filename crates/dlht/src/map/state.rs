@@ -65,17 +65,6 @@ impl Core {
         self.reclaim.pin(&self.generation)
     }
 
-    /// True if `idx` is, or was, the current index: only then may its
-    /// resize be helped (R1). An index being filled by a shrink may already
-    /// have a next one (the shrink's fallback), which must not start before
-    /// the shrink is published.
-    #[inline]
-    pub fn is_current(&self, idx: &Index) -> bool {
-        // Acquire: pairs with the SeqCst store in `publish`. A stale value
-        // is older: the caller then only skips helping.
-        self.generation.load(Ordering::Acquire) >= idx.generation
-    }
-
     /// The current index, which stays allocated while `guard` lives.
     #[inline(always)]
     pub fn current<'g>(&'g self, guard: &'g Guard<'_>) -> &'g Index {

@@ -243,19 +243,18 @@ pub fn grow(
 }
 
 /// R3 for an insert or remove that started in `idx` while it grows: help
-/// with one chunk, if any is left to claim.
+/// with one chunk, if any is left to claim. `idx` is the index the
+/// operation entered with, so it was current (R1): an index a shrink is
+/// still filling, which may already have its fallback as its next, is never
+/// helped from here.
 /// Shrinks are left to their starter (a shrink's chunk merges up to 16
 /// source bins per target, too much for one call).
 #[inline]
 pub fn help_on_the_way(core: &Core, idx: &Index, hash: &dyn Fn(u64) -> u64) {
     let Some(next) = idx.next_index() else { return };
     let chunks = idx.bins().div_ceil(core.chunk_bins());
-    // Relaxed: a hint; `help` claims with a fetch-add. `is_current` last:
-    // the other tests fail first on the common paths.
-    // Planted bug (scripts/planted-bugs.sh): help without R1, so a shrink's
-    // fallback grow starts while the shrink is still filling `idx`.
-    let current = cfg!(dlht_plant = "help_before_current") || core.is_current(idx);
-    if next.bins() > idx.bins() && idx.resize.next_chunk.load(Ordering::Relaxed) < chunks && current {
+    // Relaxed: a hint; `help` claims with a fetch-add.
+    if next.bins() > idx.bins() && idx.resize.next_chunk.load(Ordering::Relaxed) < chunks {
         help(core, idx, hash, Budget::Bounded { own: None, chunks: 1 });
     }
 }
