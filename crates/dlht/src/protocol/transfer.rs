@@ -81,7 +81,9 @@ fn transfer_bin_inner<T: Threading>(old: &Index, b: usize, new: &Index, hash: &d
 
 /// Transfer bin `b` of `old` into `new` ahead of its chunk, for an insert
 /// that found it full (bounded help, `resize::help`): nothing if another
-/// thread has claimed it. Returns the keys copied. The chunk's claimant
+/// thread had claimed it when this looked (one claimed between the look
+/// and the claim is waited out, as a chunk's claimant does). Returns the
+/// keys copied. The chunk's claimant
 /// skips the bin, or waits for it if it is still being copied, so the
 /// chunk is complete only once the bin is.
 pub fn transfer_own_bin<T: Threading>(

@@ -31,6 +31,9 @@ const MMAP_THRESHOLD: usize = 64 << 10;
 const RESERVE_HUGE_THRESHOLD: usize = 64 << 20;
 #[cfg(not(loom))]
 const HUGE_PAGE: usize = 2 << 20;
+/// A base page.
+#[cfg(not(loom))]
+const SMALL_PAGE: usize = 4096;
 
 /// A fixed-size zero-initialized array of `T`, owned.
 pub struct ZeroedArray<T> {
@@ -71,7 +74,7 @@ impl<T> ZeroedArray<T> {
         // reserve below 64 MiB, gets 4 KiB pages (a first touch then zeroes
         // 4 KiB, not 2 MiB).
         let huge = bytes >= if reserve_only { RESERVE_HUGE_THRESHOLD } else { HUGE_THRESHOLD };
-        let page = if huge { HUGE_PAGE } else { 4096 };
+        let page = if huge { HUGE_PAGE } else { SMALL_PAGE };
         let spare = if huge { 1 } else { 0 };
         let mapped = bytes.div_ceil(page).checked_add(spare).ok_or(Error::CapacityOverflow)? * page;
         let mut flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS;
@@ -172,7 +175,7 @@ impl<T> ZeroedArray<T> {
     pub fn prefault(&self, range: core::ops::Range<usize>) {
         #[cfg(all(target_os = "linux", not(loom)))]
         if self.mapping.1 != 0 && range.start < range.end && range.end <= self.len {
-            let start = (self.ptr_at(range.start) as usize) & !4095;
+            let start = (self.ptr_at(range.start) as usize) & !(SMALL_PAGE - 1);
             let end = self.ptr_at(range.end) as usize;
             // SAFETY: [start, end) lies inside this array's live mapping
             // (the start rounded down to its page, which the mapping holds);

@@ -252,9 +252,10 @@ pub fn grow(
 #[inline]
 pub fn help_on_the_way(core: &Core, idx: &Index, hash: &dyn Fn(u64) -> u64) {
     let Some(next) = idx.next_index() else { return };
-    let chunks = idx.bins().div_ceil(core.chunk_bins());
     // Relaxed: a hint; `help` claims with a fetch-add.
-    if next.bins() > idx.bins() && idx.resize.next_chunk.load(Ordering::Relaxed) < chunks {
+    if next.bins() > idx.bins()
+        && idx.resize.next_chunk.load(Ordering::Relaxed) < chunk_count(core, idx, next)
+    {
         help(core, idx, hash, Budget::Bounded { own: None, chunks: 1 });
     }
 }
@@ -331,6 +332,12 @@ pub fn release_snapshot(idx: &Index) {
     idx.resize.phase.store(IDLE, Ordering::Release);
 }
 
+/// Chunks of a resize from `idx` into `next`: ranges of source bins when
+/// growing, of target bins when shrinking.
+fn chunk_count(core: &Core, idx: &Index, next: &Index) -> usize {
+    next.bins().min(idx.bins()).div_ceil(core.chunk_bins())
+}
+
 /// R3–R4: transfer chunks of `idx` into its next index, as many as
 /// `budget` allows or until none is left. A chunk is a range of source bins
 /// when growing, of target bins when shrinking. A bounded call of a grow
@@ -341,7 +348,7 @@ fn help(core: &Core, idx: &Index, hash: &dyn Fn(u64) -> u64, budget: Budget) {
     let shrinking = next.bins() < idx.bins();
     let chunk_bins = core.chunk_bins();
     let units = next.bins().min(idx.bins());
-    let chunks = units.div_ceil(chunk_bins);
+    let chunks = chunk_count(core, idx, next);
     if let Budget::Bounded { own: Some(b), .. } = budget {
         if !shrinking {
             prefault_targets(idx, next, b..b + 1);
