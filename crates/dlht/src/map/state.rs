@@ -7,6 +7,7 @@ use crate::raw::markers::Markers;
 use crate::reclaim::{Guard, Reclaim};
 use crate::resize::ShrinkPolicy;
 use crate::sync::{AtomicPtr, AtomicU64, AtomicUsize, Mutex, Ordering};
+use crossbeam_utils::CachePadded;
 
 /// Shared state behind a map.
 pub struct Core {
@@ -15,9 +16,13 @@ pub struct Core {
     generation: AtomicU64,
     pub(crate) reclaim: Reclaim,
     resizes: AtomicUsize,
-    transferred: AtomicUsize,
+    /// Keys moved by the resize under way (a statistic). This and `chunks`
+    /// are written by every helper's chunk, each alone in its cache line:
+    /// beside `current` and `generation`, which every operation reads, they
+    /// made each chunk a miss for every other thread.
+    transferred: CachePadded<AtomicUsize>,
     /// Transfer chunks completed, over all resizes (a statistic).
-    chunks: AtomicUsize,
+    chunks: CachePadded<AtomicUsize>,
     /// Occupancy (keys / insert-usable slots) of each index when it was replaced.
     occupancy_at_resize: Mutex<Vec<f64>>,
     /// Bins per transfer chunk (`resize`).
@@ -48,8 +53,8 @@ impl Core {
             generation: AtomicU64::new(1),
             reclaim,
             resizes: AtomicUsize::new(0),
-            transferred: AtomicUsize::new(0),
-            chunks: AtomicUsize::new(0),
+            transferred: CachePadded::new(AtomicUsize::new(0)),
+            chunks: CachePadded::new(AtomicUsize::new(0)),
             occupancy_at_resize: Mutex::new(Vec::new()),
             chunk_bins: crate::resize::CHUNK_BINS,
             shrinks: AtomicUsize::new(0),
@@ -172,6 +177,31 @@ impl Drop for Core {
             let idx = unsafe { Box::from_raw(cur) };
             cur = idx.next_index().map_or(core::ptr::null_mut(), |n| n as *const Index as *mut Index);
             drop(idx);
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::Core;
+    use core::mem::{offset_of, size_of};
+
+    /// `current`, `generation` and the reclamation state (read by every
+    /// operation) share no line with the counters every transfer chunk
+    /// writes.
+    #[test]
+    fn chunk_counters_have_lines_of_their_own() {
+        let lines = |offset: usize, size: usize| offset / 64..(offset + size).div_ceil(64);
+        let read = [
+            lines(offset_of!(Core, current), 8),
+            lines(offset_of!(Core, generation), 8),
+            lines(offset_of!(Core, reclaim), size_of::<crate::reclaim::Reclaim>()),
+        ];
+        for w in [offset_of!(Core, transferred), offset_of!(Core, chunks)] {
+            let w = lines(w, size_of::<super::CachePadded<super::AtomicUsize>>());
+            for r in &read {
+                assert!(w.end <= r.start || r.end <= w.start, "written lines {w:?} overlap read lines {r:?}");
+            }
         }
     }
 }
