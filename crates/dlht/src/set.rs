@@ -72,9 +72,31 @@ impl<K: Inline> Default for Set<K, DefaultHashBuilder> {
 }
 
 impl<K: Inline, S: BuildHasher> Set<K, S> {
+    /// An empty set using `hasher`.
+    ///
+    /// ```
+    /// use std::collections::hash_map::RandomState;
+    /// let s = dlht::Set::<u64, RandomState>::with_hasher(RandomState::new());
+    /// assert!(s.insert(3));
+    /// ```
+    pub fn with_hasher(hasher: S) -> Self {
+        Set { map: Map::with_hasher(hasher) }
+    }
+
+    /// An empty set for `n` keys using `hasher`. Panics on allocation
+    /// failure; see [`try_with_capacity_and_hasher`](Self::try_with_capacity_and_hasher).
+    pub fn with_capacity_and_hasher(n: usize, hasher: S) -> Self {
+        Set { map: Map::with_capacity_and_hasher(n, hasher) }
+    }
+
     /// An empty set for `n` keys using `hasher`, or why it cannot be made.
     pub fn try_with_capacity_and_hasher(n: usize, hasher: S) -> Result<Self, Error> {
         Ok(Set { map: Map::try_with_capacity_and_hasher(n, hasher)? })
+    }
+
+    /// The set's hasher.
+    pub fn hasher(&self) -> &S {
+        self.map.hasher()
     }
 
     /// Insert `key`: true if it was absent. Panics only if the index must
@@ -120,6 +142,104 @@ impl<K: Inline, S: BuildHasher> Set<K, S> {
     /// Bytes in use, without a scan (see [`Memory`](crate::Memory)).
     pub fn memory(&self) -> crate::Memory {
         self.map.memory()
+    }
+
+    /// A snapshot of the index's shape and occupancy (see [`Map::stats`]).
+    pub fn stats(&self) -> crate::Stats {
+        self.map.stats()
+    }
+
+    /// Start loading `key`'s bin into the cache (see [`Map::prefetch`]).
+    ///
+    /// ```
+    /// let s = dlht::Set::<u64>::new();
+    /// s.prefetch(&7);
+    /// assert!(!s.contains(&7));
+    /// ```
+    #[inline]
+    pub fn prefetch(&self, key: &K) {
+        self.map.prefetch(key)
+    }
+
+    /// Keep only the keys `keep` accepts, removing the others; concurrent-safe
+    /// and non-blocking, with [`Map::retain`]'s guarantees (a key present for
+    /// the whole call is kept or removed as `keep` says; `keep` may run more
+    /// than once for a key). Returns how many keys it removed.
+    ///
+    /// ```
+    /// let s: dlht::Set<u64> = (0..10).collect();
+    /// assert_eq!(s.retain(|k| k % 2 == 0), 5);
+    /// assert_eq!(s.len(), 5);
+    /// assert!(s.contains(&4) && !s.contains(&5));
+    /// ```
+    pub fn retain(&self, mut keep: impl FnMut(K) -> bool) -> usize {
+        self.map.retain(|k, ()| keep(k))
+    }
+
+    /// Remove every key (see [`Map::clear`]): every key present for the
+    /// whole call is gone afterwards. Returns how many keys it removed.
+    ///
+    /// ```
+    /// let s: dlht::Set<u64> = (0..10).collect();
+    /// assert_eq!(s.clear(), 10);
+    /// assert!(s.is_empty());
+    /// ```
+    pub fn clear(&self) -> usize {
+        self.map.clear()
+    }
+
+    /// Grow ahead of a known load so that `additional` more keys fit
+    /// without a resize (see [`Map::reserve`]). Panics if the index cannot
+    /// grow; see [`try_reserve`](Self::try_reserve).
+    ///
+    /// ```
+    /// let s = dlht::Set::<u64>::new();
+    /// s.reserve(100_000);
+    /// assert!(s.capacity() >= 100_000);
+    /// ```
+    pub fn reserve(&self, additional: usize) {
+        self.map.reserve(additional)
+    }
+
+    /// Like [`reserve`](Self::reserve), with a failure to grow as an error;
+    /// the set is unchanged then.
+    ///
+    /// ```
+    /// let s = dlht::Set::<u64>::new();
+    /// assert!(s.try_reserve(usize::MAX).is_err());
+    /// assert!(s.try_reserve(1000).is_ok());
+    /// ```
+    pub fn try_reserve(&self, additional: usize) -> Result<(), Error> {
+        self.map.try_reserve(additional)
+    }
+
+    /// Shrink the index to the smallest that holds the set's keys (see
+    /// [`Map::shrink_to_fit`]); non-blocking like any resize.
+    ///
+    /// ```
+    /// let s: dlht::Set<u64> = (0..100_000).collect();
+    /// let big = s.capacity();
+    /// s.retain(|k| k < 10);
+    /// s.shrink_to_fit();
+    /// assert!(s.capacity() < big / 100);
+    /// assert_eq!(s.len(), 10);
+    /// assert!(s.contains(&3));
+    /// ```
+    pub fn shrink_to_fit(&self) {
+        self.map.shrink_to_fit()
+    }
+
+    /// Shrink the index, keeping room for at least `min_capacity` keys (see
+    /// [`Map::shrink_to`]).
+    ///
+    /// ```
+    /// let s = dlht::Set::<u64>::with_capacity(1 << 20);
+    /// s.insert(1);
+    /// s.shrink_to(1000);
+    /// assert!(s.capacity() >= 1000 && s.capacity() < 1 << 16);
+    /// ```
+    pub fn shrink_to(&self, min_capacity: usize) {
+        self.map.shrink_to(min_capacity)
     }
 
     /// A weakly consistent iterator over the keys (see [`Iter`]).
