@@ -471,6 +471,87 @@ impl<S: BuildHasher> ByteMap<S> {
         self.index.capacity()
     }
 
+    /// Grow ahead of a known load so that `additional` more keys fit
+    /// without a resize (see [`Map::reserve`](crate::Map::reserve)). Panics
+    /// if the index cannot grow; see [`try_reserve`](Self::try_reserve).
+    ///
+    /// ```
+    /// let m = dlht::ByteMap::new();
+    /// m.reserve(100_000);
+    /// assert!(m.capacity() >= 100_000);
+    /// ```
+    pub fn reserve(&self, additional: usize) {
+        or_panic(self.try_reserve(additional))
+    }
+
+    /// Like [`reserve`](Self::reserve), with a failure to grow as an error;
+    /// the map is unchanged then.
+    ///
+    /// ```
+    /// let m = dlht::ByteMap::new();
+    /// assert!(m.try_reserve(usize::MAX).is_err());
+    /// ```
+    pub fn try_reserve(&self, additional: usize) -> Result<(), Error> {
+        self.index.try_reserve(additional)
+    }
+
+    /// Shrink the index to the smallest that holds the map's keys (see
+    /// [`Map::shrink_to_fit`](crate::Map::shrink_to_fit)); non-blocking
+    /// like any resize. Keys and values stay where they are: only the index
+    /// moves.
+    ///
+    /// ```
+    /// let m = dlht::ByteMap::new();
+    /// let g = m.guard();
+    /// for k in 0..100_000u64 {
+    ///     m.insert(&k.to_le_bytes(), b"v", &g).unwrap();
+    /// }
+    /// let big = m.capacity();
+    /// for k in 10..100_000u64 {
+    ///     m.remove(&k.to_le_bytes(), &g);
+    /// }
+    /// m.shrink_to_fit();
+    /// assert!(m.capacity() < big / 100);
+    /// assert_eq!(m.get(&3u64.to_le_bytes(), &g).as_deref(), Some(&b"v"[..]));
+    /// ```
+    pub fn shrink_to_fit(&self) {
+        self.shrink_to(0)
+    }
+
+    /// Shrink the index, keeping room for at least `min_capacity` keys (see
+    /// [`Map::shrink_to`](crate::Map::shrink_to)).
+    pub fn shrink_to(&self, min_capacity: usize) {
+        self.index.shrink_to(min_capacity)
+    }
+
+    /// A snapshot of the index's shape and occupancy (scans the index; see
+    /// [`Map::stats`](crate::Map::stats)); its memory counts the keys and
+    /// values stored outside the index.
+    ///
+    /// ```
+    /// let m = dlht::ByteMap::new();
+    /// m.insert(b"key", &[7; 100], &m.guard()).unwrap();
+    /// let s = m.stats();
+    /// assert_eq!(s.occupied_slots, 1);
+    /// assert!(s.memory.value_bytes >= 100);
+    /// ```
+    pub fn stats(&self) -> crate::Stats {
+        self.index.stats()
+    }
+
+    /// Start loading `key`'s bin into the cache (see
+    /// [`Map::prefetch`](crate::Map::prefetch)).
+    ///
+    /// ```
+    /// let m = dlht::ByteMap::new();
+    /// m.prefetch(b"k");
+    /// assert!(!m.contains_key(b"k"));
+    /// ```
+    #[inline]
+    pub fn prefetch(&self, key: &[u8]) {
+        self.ns0().prefetch(key)
+    }
+
     /// A weakly consistent iterator over every namespace's entries, as
     /// `(namespace, key, value)`, valid while `guard` lives (see
     /// [`Iter`](crate::Iter) for what it guarantees).
@@ -552,6 +633,12 @@ impl<'m, S: BuildHasher> ByteNamespace<'m, S> {
         let p = Blob::try_new(stored, value)?;
         // SAFETY: just made, ours.
         unsafe { Fresh::new(shape, self.ns, p.as_ptr() as usize) }
+    }
+
+    /// See [`ByteMap::prefetch`].
+    #[inline]
+    pub fn prefetch(&self, key: &[u8]) {
+        self.map.index.prefetch(self.locate(key).0)
     }
 
     /// See [`ByteMap::get`].

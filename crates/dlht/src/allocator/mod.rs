@@ -620,6 +620,84 @@ where
         self.index.capacity()
     }
 
+    /// Grow ahead of a known load so that `additional` more keys fit
+    /// without a resize (see [`Map::reserve`](crate::Map::reserve)). Panics
+    /// if the index cannot grow; see [`try_reserve`](Self::try_reserve).
+    ///
+    /// ```
+    /// let m = dlht::AllocMap::<String, u64>::new();
+    /// m.reserve(100_000);
+    /// assert!(m.capacity() >= 100_000);
+    /// ```
+    pub fn reserve(&self, additional: usize) {
+        or_panic(self.try_reserve(additional))
+    }
+
+    /// Like [`reserve`](Self::reserve), with a failure to grow as an error;
+    /// the map is unchanged then.
+    ///
+    /// ```
+    /// let m = dlht::AllocMap::<String, u64>::new();
+    /// assert!(m.try_reserve(usize::MAX).is_err());
+    /// ```
+    pub fn try_reserve(&self, additional: usize) -> Result<(), Error> {
+        self.index.try_reserve(additional)
+    }
+
+    /// Shrink the index to the smallest that holds the map's keys (see
+    /// [`Map::shrink_to_fit`](crate::Map::shrink_to_fit)); non-blocking
+    /// like any resize. The entries stay where they are: only the index
+    /// moves.
+    ///
+    /// ```
+    /// let m = dlht::AllocMap::<u64, String>::new();
+    /// let g = m.guard();
+    /// for k in 0..100_000 {
+    ///     m.insert(k, k.to_string(), &g).unwrap();
+    /// }
+    /// let big = m.capacity();
+    /// for k in 10..100_000 {
+    ///     m.remove(&k, &g);
+    /// }
+    /// m.shrink_to_fit();
+    /// assert!(m.capacity() < big / 100);
+    /// assert_eq!(m.get(&3, &g).map(String::as_str), Some("3"));
+    /// ```
+    pub fn shrink_to_fit(&self) {
+        self.shrink_to(0)
+    }
+
+    /// Shrink the index, keeping room for at least `min_capacity` keys (see
+    /// [`Map::shrink_to`](crate::Map::shrink_to)).
+    pub fn shrink_to(&self, min_capacity: usize) {
+        self.index.shrink_to(min_capacity)
+    }
+
+    /// A snapshot of the index's shape and occupancy (scans the index; see
+    /// [`Map::stats`](crate::Map::stats)); its memory counts the entries.
+    ///
+    /// ```
+    /// let m = dlht::AllocMap::<u64, [u8; 100]>::new();
+    /// m.insert(1, [0; 100], &m.guard()).unwrap();
+    /// let s = m.stats();
+    /// assert_eq!(s.occupied_slots, 1);
+    /// assert!(s.memory.value_bytes >= 100);
+    /// ```
+    pub fn stats(&self) -> crate::Stats {
+        self.index.stats()
+    }
+
+    /// Start loading `key`'s bin into the cache (see
+    /// [`Map::prefetch`](crate::Map::prefetch)).
+    #[inline]
+    pub fn prefetch<Q>(&self, key: &Q)
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.ns0().prefetch(key)
+    }
+
     /// A weakly consistent iterator over every namespace's entries, as
     /// `(namespace, &key, &value)`, valid while `guard` lives (see
     /// [`Iter`](crate::Iter) for what it guarantees).
@@ -687,6 +765,23 @@ where
             // SAFETY: read under a guard (the index's contract).
             e.namespace() == ns && (trust || unsafe { node::<K, V>(e) }.key.borrow() == key)
         }
+    }
+
+    /// See [`AllocMap::prefetch`].
+    ///
+    /// ```
+    /// let m = dlht::AllocMap::<u64, u64>::new();
+    /// let ns = m.namespace(2).unwrap();
+    /// ns.prefetch(&7);
+    /// assert!(!ns.contains_key(&7));
+    /// ```
+    #[inline]
+    pub fn prefetch<Q>(&self, key: &Q)
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.map.index.prefetch(self.signature(key))
     }
 
     /// See [`AllocMap::get`].

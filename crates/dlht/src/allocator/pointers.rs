@@ -273,6 +273,31 @@ impl<E: Element, H: BuildHasher> PointerIndex<E, H> {
         self.index.capacity()
     }
 
+    /// Grow so that `additional` more key words fit without a resize (see
+    /// [`Map::try_reserve`]).
+    pub fn try_reserve(&self, additional: usize) -> Result<(), Error> {
+        self.index.try_reserve(additional)
+    }
+
+    /// Shrink the index, keeping room for `min_capacity` key words (see
+    /// [`Map::shrink_to`]).
+    pub fn shrink_to(&self, min_capacity: usize) {
+        self.index.shrink_to(min_capacity)
+    }
+
+    /// The index's shape and occupancy, with the memory of the elements
+    /// counted in (see [`Map::stats`]).
+    pub fn stats(&self) -> crate::Stats {
+        let stats = self.index.stats();
+        crate::Stats { memory: self.memory(), ..stats }
+    }
+
+    /// Start loading the bin of key word `kw` into the cache.
+    #[inline]
+    pub fn prefetch(&self, kw: u64) {
+        self.index.prefetch(&kw)
+    }
+
     /// A weakly consistent walk over every element, as (key word, element).
     pub fn iter<'g>(&'g self, _guard: &'g Guard) -> PointerIter<'g, H> {
         PointerIter { inner: Source::Walk(self.index.iter()), list: None }
