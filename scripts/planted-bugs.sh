@@ -65,6 +65,7 @@ iter_class_reuse iter a_held_iterator_reads_each_key_once_across_grows_and_shrin
 local_free_nested reentry an_update_whose_closure_grows_the_map_updates_the_key_once
 record_reuse_by_id teardown a_map_entered_from_a_tls_destructor_keeps_its_index_for_other_threads
 links_never_raised capacity churn_at_capacity_does_not_grow_a_presized_map
+update_blind alloc_rmw concurrent_updates_count_exactly
 PLANTS
 
 # Plants caught by a unit test of the library (outside loom: they need a

@@ -599,6 +599,151 @@ where
         self.ns0().remove(key, guard)
     }
 
+    /// Remove `key` if `accept` accepts its value: the value removed, valid
+    /// while `guard` lives, or None (absent, or declined). Lock-free: the
+    /// entry is removed only if it is still the one `accept` judged, and a
+    /// value replaced meanwhile is judged again (`accept` may run more than
+    /// once).
+    ///
+    /// ```
+    /// let m = dlht::AllocMap::<u64, String>::new();
+    /// let g = m.guard();
+    /// m.insert(1, "keep".into(), &g).unwrap();
+    /// m.insert(2, "drop".into(), &g).unwrap();
+    /// assert_eq!(m.remove_if(&1, |v| v == "drop", &g), None);
+    /// assert_eq!(m.remove_if(&2, |v| v == "drop", &g).map(String::as_str), Some("drop"));
+    /// assert_eq!(m.len(), 1);
+    /// ```
+    pub fn remove_if<'g, Q>(
+        &'g self,
+        key: &Q,
+        accept: impl FnMut(&V) -> bool,
+        guard: &'g Guard,
+    ) -> Option<&'g V>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.ns0().remove_if(key, accept, guard)
+    }
+
+    /// The value of `key`, inserting `make()` first if it is absent; valid
+    /// while `guard` lives. `make` runs at most once, and only if the key
+    /// was absent when looked up; if another thread's insert wins the race,
+    /// the value made here is dropped (never leaked) and the winner's is
+    /// returned. Panics on allocation failure; see
+    /// [`try_get_or_insert_with`](Self::try_get_or_insert_with).
+    ///
+    /// Counting words with string keys, one counter per key:
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicU64, Ordering};
+    /// let counts = dlht::AllocMap::<String, AtomicU64>::new();
+    /// std::thread::scope(|s| {
+    ///     for _ in 0..4 {
+    ///         s.spawn(|| {
+    ///             let g = counts.guard();
+    ///             for w in "the cat and the hat and the bat".split(' ') {
+    ///                 counts.get_or_insert_with(w.to_string(), || AtomicU64::new(0), &g).fetch_add(1, Ordering::Relaxed);
+    ///             }
+    ///         });
+    ///     }
+    /// });
+    /// let g = counts.guard();
+    /// assert_eq!(counts.get("the", &g).unwrap().load(Ordering::Relaxed), 12);
+    /// assert_eq!(counts.get("bat", &g).unwrap().load(Ordering::Relaxed), 4);
+    /// ```
+    pub fn get_or_insert_with<'g>(&'g self, key: K, make: impl FnOnce() -> V, guard: &'g Guard) -> &'g V {
+        self.ns0().get_or_insert_with(key, make, guard)
+    }
+
+    /// Like [`get_or_insert_with`](Self::get_or_insert_with), with
+    /// allocation failure as an error.
+    pub fn try_get_or_insert_with<'g>(
+        &'g self,
+        key: K,
+        make: impl FnOnce() -> V,
+        guard: &'g Guard,
+    ) -> Result<&'g V, Error> {
+        self.ns0().try_get_or_insert_with(key, make, guard)
+    }
+
+    /// Replace the value `v` of a present `key` with `f(v)`, atomically: the
+    /// new value, valid while `guard` lives, or None if the key is absent.
+    /// Lock-free: the new entry replaces the one `f` read only if no other
+    /// thread changed the key meanwhile, else `f` runs again on the value
+    /// there (its result for the old one is dropped). Panics on allocation
+    /// failure.
+    ///
+    /// Counting with plain values:
+    ///
+    /// ```
+    /// let counts = dlht::AllocMap::<String, u64>::new();
+    /// let g = counts.guard();
+    /// for w in "a b a c a".split(' ') {
+    ///     if counts.update(&w.to_string(), |n| n + 1, &g).is_none() {
+    ///         // Absent: insert 1, or add to a count another thread inserted first.
+    ///         if let Err(lost) = counts.insert(w.to_string(), 1, &g) {
+    ///             counts.update(&lost.key, |n| n + 1, &g);
+    ///         }
+    ///     }
+    /// }
+    /// assert_eq!(counts.get("a", &g), Some(&3));
+    /// assert_eq!(counts.update(&"z".to_string(), |n| n + 1, &g), None);
+    /// ```
+    pub fn update<'g>(&'g self, key: &K, f: impl FnMut(&V) -> V, guard: &'g Guard) -> Option<&'g V>
+    where
+        K: Clone,
+    {
+        self.ns0().update(key, f, guard)
+    }
+
+    /// Keep only the entries (of every namespace) that `keep(namespace,
+    /// key, value)` accepts, removing the others. Concurrent-safe and
+    /// non-blocking, like [`Map::retain`](crate::Map::retain): it walks the
+    /// map weakly consistently and removes each rejected entry with
+    /// [`remove_if`](Self::remove_if) on the value it judged, so a value
+    /// changed meanwhile is judged again. The values removed are freed
+    /// once no guard can read them (see [`Guard::flush`]). Returns how many
+    /// entries it removed.
+    ///
+    /// ```
+    /// let m: dlht::AllocMap<u64, String> = (0..10).map(|k| (k, k.to_string())).collect();
+    /// let g = m.guard();
+    /// assert_eq!(m.retain(|_, k, _| k % 2 == 0, &g), 5);
+    /// assert_eq!(m.len(), 5);
+    /// ```
+    pub fn retain(&self, mut keep: impl FnMut(usize, &K, &V) -> bool, guard: &Guard) -> usize {
+        let mut removed = 0;
+        for (ns, k, v) in self.iter(guard) {
+            if !keep(ns, k, v) {
+                let view = Namespace { map: self, ns: ns as u16 };
+                if view.remove_if(k, |now| !keep(ns, k, now), guard).is_some() {
+                    removed += 1;
+                }
+            }
+        }
+        removed
+    }
+
+    /// Remove every entry of every namespace: [`retain`](Self::retain)
+    /// keeping nothing, with its guarantees (every key present for the
+    /// whole call is gone afterwards). Returns how many it removed; their
+    /// memory leaves [`memory`](Self::memory) at once and is freed once no
+    /// guard can read it.
+    ///
+    /// ```
+    /// let m: dlht::AllocMap<u64, String> = (0..10).map(|k| (k, "x".repeat(100))).collect();
+    /// let g = m.guard();
+    /// assert!(m.memory().value_bytes > 0);
+    /// assert_eq!(m.clear(&g), 10);
+    /// assert!(m.is_empty());
+    /// assert_eq!(m.memory().value_bytes, 0);
+    /// ```
+    pub fn clear(&self, guard: &Guard) -> usize {
+        self.retain(|_, _, _| false, guard)
+    }
+
     /// Bytes in use, without a scan: the index's and the entries'
     /// allocations (see [`Memory`](crate::Memory)).
     pub fn memory(&self) -> crate::Memory {
@@ -904,7 +1049,7 @@ where
     where
         K: Clone,
     {
-        self.replace_if(key, value, guard, |_| true).map(|r| r.map_err(|(v, _)| v))
+        self.replace_if(key, value, guard, |_| true).map(|r| r.map(|(old, _)| old).map_err(|(v, _)| v))
     }
 
     /// See [`AllocMap::compare_and_replace`].
@@ -918,7 +1063,7 @@ where
     where
         K: Clone,
     {
-        or_panic(self.replace_if(key, new, guard, |old| core::ptr::eq(old, current)))
+        or_panic(self.replace_if(key, new, guard, |old| core::ptr::eq(old, current))).map(|(old, _)| old)
     }
 
     /// Replace the value of a present `key` with `value` if `accept`
@@ -930,7 +1075,7 @@ where
         value: V,
         guard: &'m Guard,
         accept: impl Fn(&V) -> bool,
-    ) -> Result<Result<&'m V, (V, Option<&'m V>)>, Error>
+    ) -> Result<Replaced<'m, V>, Error>
     where
         K: Clone,
     {
@@ -949,9 +1094,13 @@ where
         )?;
         Ok(match r {
             Ok(old) => {
-                fresh.expect("dlht invariant: made to replace").publish();
+                let fresh = fresh.expect("dlht invariant: made to replace");
+                // SAFETY: published below and then kept by `guard` (a later
+                // replace or remove retires it; freed only after `guard`).
+                let new = &unsafe { node::<K, V>(fresh.word) }.value;
+                fresh.publish();
                 // SAFETY: read under `guard`.
-                Ok(&unsafe { node::<K, V>(old) }.value)
+                Ok((&unsafe { node::<K, V>(old) }.value, new))
             }
             Err(found) => {
                 let value = match fresh {
@@ -974,7 +1123,106 @@ where
         // SAFETY: retired just now, under `guard`.
         Some(&unsafe { node::<K, V>(e) }.value)
     }
+
+    /// See [`AllocMap::remove_if`].
+    pub fn remove_if<Q>(&self, key: &Q, mut accept: impl FnMut(&V) -> bool, guard: &'m Guard) -> Option<&'m V>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let mine = self.is_mine(key);
+        // The index removes the element it found only if the word is
+        // unchanged since, and asks again otherwise: `accept` judges the
+        // value it removes. (A `RefCell` lets the index's `Fn` call it.)
+        let accept = core::cell::RefCell::new(&mut accept);
+        let mine_and_accepted = |e: ValueWord| {
+            // SAFETY: the index calls this on elements read under `guard`.
+            mine(e) && (accept.borrow_mut())(&unsafe { node::<K, V>(e) }.value)
+        };
+        let e = self.map.index.remove(self.signature(key), &mine_and_accepted, guard)?;
+        // SAFETY: retired just now, under `guard`.
+        Some(&unsafe { node::<K, V>(e) }.value)
+    }
+
+    /// See [`AllocMap::get_or_insert_with`].
+    pub fn get_or_insert_with(&self, key: K, make: impl FnOnce() -> V, guard: &'m Guard) -> &'m V {
+        or_panic(self.try_get_or_insert_with(key, make, guard))
+    }
+
+    /// See [`AllocMap::try_get_or_insert_with`].
+    pub fn try_get_or_insert_with(
+        &self,
+        key: K,
+        make: impl FnOnce() -> V,
+        guard: &'m Guard,
+    ) -> Result<&'m V, Error> {
+        if let Some(v) = self.get(&key, guard) {
+            return Ok(v);
+        }
+        let sig = self.signature(&key);
+        let fresh = fresh_node(self.ns, key, make())?;
+        // SAFETY: ours until published, then kept by `guard` (a remove
+        // retires it; it is freed only after `guard`).
+        let mine = unsafe { node::<K, V>(fresh.word) };
+        Ok(
+            match self
+                .map
+                .index
+                .insert(sig, fresh.word, &self.is_mine(&mine.key), guard, |_, cur| Ok(Some(cur)))?
+            {
+                None => {
+                    fresh.publish();
+                    &mine.value
+                }
+                Some(cur) => {
+                    // Lost to another insert: ours was never seen; drop it.
+                    drop(into_parts(fresh));
+                    // SAFETY: read under `guard`.
+                    &unsafe { node::<K, V>(cur) }.value
+                }
+            },
+        )
+    }
+
+    /// See [`AllocMap::update`].
+    pub fn update(&self, key: &K, mut f: impl FnMut(&V) -> V, guard: &'m Guard) -> Option<&'m V>
+    where
+        K: Clone,
+    {
+        let mut cur = self.get(key, guard)?;
+        loop {
+            // Planted bug (scripts/planted-bugs.sh): replace whatever is
+            // there, not only the value `f` read (lost updates).
+            let unchanged = |there: &V| cfg!(dlht_plant = "update_blind") || core::ptr::eq(there, cur);
+            match or_panic(self.replace_if(key, f(cur), guard, unchanged)) {
+                Ok((_, new)) => return Some(new),
+                // Changed by another thread since `cur` was read: our value
+                // (made from the old one) is dropped, the new one judged.
+                Err((_, Some(there))) => cur = there,
+                Err((_, None)) => return None,
+            }
+        }
+    }
+
+    /// Keep only the entries of this namespace that `keep` accepts (see
+    /// [`AllocMap::retain`]). Returns how many it removed.
+    pub fn retain(&self, mut keep: impl FnMut(&K, &V) -> bool, guard: &'m Guard) -> usize {
+        let mut removed = 0;
+        for (ns, k, v) in self.map.iter(guard) {
+            if ns == self.ns as usize
+                && !keep(k, v)
+                && self.remove_if(k, |now| !keep(k, now), guard).is_some()
+            {
+                removed += 1;
+            }
+        }
+        removed
+    }
 }
+
+/// What a conditional replace did: the old and the new value, or the value
+/// offered back with the one there (None: the key is absent).
+type Replaced<'m, V> = Result<(&'m V, &'m V), (V, Option<&'m V>)>;
 
 /// A weakly consistent iterator over an [`AllocMap`]'s entries: see
 /// [`AllocMap::iter`].
