@@ -32,22 +32,25 @@ step "debug (overflow checks, debug assertions, poisoned freed indexes): the who
 cargo test -p dlht
 timed
 
-step "release-lto (fat LTO, one codegen unit, panic = abort): the whole suite"
-cargo test -p dlht --profile release-lto
+# The builds below run the unit and integration tests; the doctests (API
+# examples, compiled one by one: 2-3 minutes a build on 2 cores) run in the
+# release and debug builds above.
+step "release-lto (fat LTO, one codegen unit, panic = abort): unit and integration tests"
+cargo test -p dlht --profile release-lto --lib --tests
 timed
 
 step "release-lto: a downstream binary grows maps from empty on 1 and 2 threads"
 cargo run --profile release-lto -p dlht-downstream --bin lto-check
 timed
 
-step "release with -C target-cpu=native (cmpxchg16b inlined): the whole suite"
-RUSTFLAGS="-C target-cpu=native" CARGO_TARGET_DIR=target/native cargo test -p dlht --release
+step "release with -C target-cpu=native (cmpxchg16b inlined): unit and integration tests"
+RUSTFLAGS="-C target-cpu=native" CARGO_TARGET_DIR=target/native cargo test -p dlht --release --lib --tests
 RUSTFLAGS="-C target-cpu=native" CARGO_TARGET_DIR=target/native \
   cargo run --release -p dlht-downstream --bin lto-check
 timed
 
-step "release with --cfg dlht_slot128 (every slot access 16 bytes, as on non-x86 targets): the whole suite"
-RUSTFLAGS="--cfg dlht_slot128" CARGO_TARGET_DIR=target/slot128 cargo test -p dlht --release
+step "release with --cfg dlht_slot128 (every slot access 16 bytes, as on non-x86 targets): unit and integration tests"
+RUSTFLAGS="--cfg dlht_slot128" CARGO_TARGET_DIR=target/slot128 cargo test -p dlht --release --lib --tests
 timed
 
 step "downstream: the internals are out of reach without the feature"
