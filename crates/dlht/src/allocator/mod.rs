@@ -1207,16 +1207,8 @@ where
     /// Keep only the entries of this namespace that `keep` accepts (see
     /// [`AllocMap::retain`]). Returns how many it removed.
     pub fn retain(&self, mut keep: impl FnMut(&K, &V) -> bool, guard: &'m Guard) -> usize {
-        let mut removed = 0;
-        for (ns, k, v) in self.map.iter(guard) {
-            if ns == self.ns as usize
-                && !keep(k, v)
-                && self.remove_if(k, |now| !keep(k, now), guard).is_some()
-            {
-                removed += 1;
-            }
-        }
-        removed
+        let id = self.id();
+        self.map.retain(|ns, k, v| ns != id || keep(k, v), guard)
     }
 }
 

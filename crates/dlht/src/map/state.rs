@@ -191,7 +191,7 @@ mod tests {
     /// writes.
     #[test]
     fn chunk_counters_have_lines_of_their_own() {
-        let lines = |offset: usize, size: usize| offset / 64..(offset + size).div_ceil(64);
+        use crate::raw::index::tests::lines;
         let read = [
             lines(offset_of!(Core, current), 8),
             lines(offset_of!(Core, generation), 8),

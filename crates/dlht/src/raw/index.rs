@@ -458,13 +458,14 @@ impl<'a, T: Threading> BinRef<'a, T> {
 }
 
 #[cfg(all(test, not(loom)))]
-mod tests {
+pub(crate) mod tests {
     use super::Index;
     use core::mem::{offset_of, size_of};
     use core::ops::Range;
 
-    /// The 64-byte lines a field of `size` bytes at `offset` spans.
-    fn lines(offset: usize, size: usize) -> Range<usize> {
+    /// The 64-byte lines a field of `size` bytes at `offset` spans (also
+    /// for the map core's layout test).
+    pub(crate) fn lines(offset: usize, size: usize) -> Range<usize> {
         offset / 64..(offset + size).div_ceil(64)
     }
 
