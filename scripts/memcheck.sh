@@ -13,7 +13,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-tests=(stress reclaim batch hasher alloc_map byte_map iter shrink owned_guard reentry teardown)
+tests=(stress reclaim batch hasher alloc_map alloc_rmw byte_map iter shrink owned_guard reentry teardown)
 args=()
 for t in "${tests[@]}"; do args+=(--test "$t"); done
 # Build, and list the test executables cargo made.

@@ -70,6 +70,7 @@ local_free_nested reentry an_update_whose_closure_grows_the_map_updates_the_key_
 record_reuse_by_id teardown a_map_entered_from_a_tls_destructor_keeps_its_index_for_other_threads
 links_never_raised capacity churn_at_capacity_does_not_grow_a_presized_map
 update_blind alloc_rmw concurrent_updates_count_exactly
+compute_blind every_mode every_mode_counts_exactly_through_update_and_compute
 PLANTS
 
 # Plants caught by a unit test of the library (outside loom: they need a

@@ -65,7 +65,7 @@ cargo test -p dlht-downstream --doc
 timed
 
 if [ "${DLHT_VALGRIND:-1}" = "1" ]; then
-  step "valgrind memcheck: stress, reclamation, batch, hasher, allocator-mode, byte-map, iteration, shrink, owned-guard, re-entry and thread-teardown tests (small scale)"
+  step "valgrind memcheck: stress, reclamation, batch, hasher, allocator-mode, allocator read-modify-write, byte-map, iteration, shrink, owned-guard, re-entry and thread-teardown tests (small scale)"
   if ! command -v valgrind >/dev/null; then
     if [ "${CI:-}" = "true" ]; then
       echo "valgrind is missing: installing Debian's package"

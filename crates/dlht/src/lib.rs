@@ -336,6 +336,7 @@
 mod allocator;
 mod arch;
 mod batch;
+mod compute;
 mod driver;
 mod error;
 mod hash;
@@ -363,6 +364,7 @@ pub use allocator::{
     OwnedGuard, ValueRef, NAMESPACES,
 };
 pub use batch::{Request, Response, StopOn, WINDOW as BATCH_WINDOW};
+pub use compute::{Computed, Op};
 pub use error::Error;
 pub use hash::{DefaultHashBuilder, Modulo, ModuloHasher};
 pub use local::{LocalIter, LocalMap};

@@ -8,6 +8,7 @@
 mod common;
 
 use common::lin::{assert_linearizable, run_history};
+use common::stress_scale;
 use common::{FewBits, Rng};
 use dlht::{AllocMap, DefaultHashBuilder, Modulo};
 use proptest::prelude::*;
@@ -199,10 +200,6 @@ impl Checked {
         let gen = self.body[0] ^ key;
         assert!(self.body.iter().enumerate().all(|(i, &w)| w == key ^ gen ^ i as u64), "torn value");
     }
-}
-
-fn stress_scale() -> f64 {
-    std::env::var("DLHT_STRESS_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1.0)
 }
 
 #[test]

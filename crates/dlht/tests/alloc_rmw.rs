@@ -1,6 +1,7 @@
-//! Read-modify-write on `AllocMap` (issue 23): get_or_insert_with, update,
+//! Read-modify-write on `AllocMap` (issue 23): get_or_insert_with, update, compute,
 //! remove_if, retain and clear against std's HashMap, exact counters under
-//! threads, and every value dropped exactly once whoever wins.
+//! threads, compute under races, and every value dropped exactly once
+//! whoever wins.
 #![cfg(not(loom))]
 
 use dlht::AllocMap;
@@ -231,4 +232,47 @@ fn remove_if_judges_the_value_it_removes() {
         m.remove(&1, &g);
     }
     assert!(removals > 0, "no run removed anything: the test tested nothing");
+}
+
+/// Racing `compute`s add to shared counters made of drop-counted values:
+/// the totals are exact, every value a losing closure made is dropped at
+/// once, and replaced or removed ones once no guard can read them.
+#[test]
+fn compute_races_count_exactly_and_drop_every_value_once() {
+    static LIVE: AtomicI64 = AtomicI64::new(0);
+    const THREADS: u64 = 4;
+    const ROUNDS: u64 = 5000;
+    {
+        let m = AllocMap::<u64, Counted>::new();
+        std::thread::scope(|s| {
+            for t in 0..THREADS {
+                let m = &m;
+                s.spawn(move || {
+                    let g = m.guard();
+                    for i in 0..ROUNDS {
+                        let add = |v: Option<&Counted>| {
+                            dlht::Op::Upsert(Counted::new(v.map_or(1, |v| v.n + 1), &LIVE))
+                        };
+                        m.compute((i * 7 + t) % 64, add, &g);
+                    }
+                });
+            }
+        });
+        let g = m.guard();
+        let total: u64 = m.iter(&g).map(|(_, _, v)| v.n).sum();
+        assert_eq!(total, THREADS * ROUNDS);
+        // Remove half through compute too: the values go to reclamation.
+        for k in 0..32 {
+            assert!(matches!(m.compute(k, |_| dlht::Op::Remove, &g), dlht::Computed::Removed(_)));
+        }
+        assert_eq!(m.len(), 32);
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while LIVE.load(Ordering::Relaxed) > 0 && std::time::Instant::now() < deadline {
+        for _ in 0..1024 {
+            flush();
+        }
+        std::thread::yield_now();
+    }
+    assert_eq!(LIVE.load(Ordering::Relaxed), 0, "values leaked or dropped twice");
 }

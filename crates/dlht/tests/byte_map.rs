@@ -9,6 +9,7 @@
 mod common;
 
 use common::lin::{assert_linearizable, run_history};
+use common::stress_scale;
 use common::Rng;
 use dlht::{Access, ByteMap, DefaultHashBuilder};
 use proptest::prelude::*;
@@ -256,10 +257,6 @@ fn byte_map_histories_are_linearizable_under_resizes() {
     }
 }
 
-fn stress_scale() -> f64 {
-    std::env::var("DLHT_STRESS_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1.0)
-}
-
 /// A value that says which key and generation it is, in every byte: a
 /// reader that sees a freed or half-written value fails the check (and
 /// memcheck flags the read).
@@ -335,4 +332,49 @@ fn values_outlive_removes_and_replacements() {
         });
     });
     assert!(reads.load(Ordering::Relaxed) > 0);
+}
+
+/// Memcached's `append` through `compute` and `incr` through `update`,
+/// from four threads at once on keys of both kinds (inline and stored):
+/// every append lands exactly once (each thread's marker counted), every
+/// increment counts, and `clear` (flush_all) empties the map.
+#[test]
+fn concurrent_appends_and_increments_land_exactly_once() {
+    const THREADS: u8 = 4;
+    let rounds = (2000.0 * stress_scale()) as usize;
+    let m = ByteMap::new();
+    let g = m.guard();
+    for key in [&b"log"[..], b"a log with a long key"] {
+        m.insert(key, b"", &g).unwrap().unwrap();
+    }
+    m.insert(b"hits", b"0", &g).unwrap().unwrap();
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            let m = &m;
+            s.spawn(move || {
+                let g = m.guard();
+                for i in 0..rounds {
+                    let key: &[u8] = if i % 2 == 0 { b"log" } else { b"a log with a long key" };
+                    let append = |v: Option<&[u8]>| match v {
+                        Some(v) => dlht::Op::Upsert([v, &[b'a' + t]].concat()),
+                        None => dlht::Op::Keep,
+                    };
+                    assert!(m.compute(key, append, &g).unwrap().value().is_some());
+                    let incr =
+                        |v: &[u8]| (std::str::from_utf8(v).unwrap().parse::<u64>().unwrap() + 1).to_string();
+                    assert!(m.update(b"hits", incr, &g).unwrap().is_some());
+                }
+            });
+        }
+    });
+    let mut per_thread = [0usize; THREADS as usize];
+    for key in [&b"log"[..], b"a log with a long key"] {
+        for &b in m.get(key, &g).unwrap().as_bytes() {
+            per_thread[(b - b'a') as usize] += 1;
+        }
+    }
+    assert_eq!(per_thread, [rounds; THREADS as usize]);
+    assert_eq!(&*m.get(b"hits", &g).unwrap(), (THREADS as usize * rounds).to_string().as_bytes());
+    assert_eq!(m.clear(&g), 3);
+    assert!(m.is_empty());
 }

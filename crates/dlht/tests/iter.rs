@@ -4,13 +4,10 @@
 
 mod common;
 
+use common::stress_scale;
 use dlht::{Map, Modulo};
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
-
-fn stress_scale() -> f64 {
-    std::env::var("DLHT_STRESS_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1.0)
-}
 
 fn iterate_during_resizes<S: std::hash::BuildHasher + Default + Sync>(chunk: usize) {
     let mut overlapped = 0;

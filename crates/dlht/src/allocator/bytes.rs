@@ -11,6 +11,7 @@
 use super::entry::{Element, Fresh, Shape, ValueWord};
 use super::pointers::{PointerIndex, PointerIter};
 use super::{namespace_id, namespace_mix, prefetch_lines, Access, Guard, PASS};
+use crate::compute::{self, Computed, Op};
 use crate::driver::or_panic;
 use crate::error::Error;
 use crate::hash::DefaultHashBuilder;
@@ -450,6 +451,141 @@ impl<S: BuildHasher> ByteMap<S> {
         self.ns0().remove(key, guard)
     }
 
+    /// Remove `key` if `accept` accepts its value: the value removed, valid
+    /// while `guard` lives, or None (absent, or declined). Lock-free: the
+    /// entry is removed only if it is still the one `accept` judged; a
+    /// value replaced meanwhile is judged again.
+    ///
+    /// ```
+    /// let m = dlht::ByteMap::new();
+    /// let g = m.guard();
+    /// m.insert(b"session", b"expired", &g).unwrap().unwrap();
+    /// assert!(m.remove_if(b"session", |v| v == b"live", &g).is_none());
+    /// assert_eq!(m.remove_if(b"session", |v| v == b"expired", &g).as_deref(), Some(&b"expired"[..]));
+    /// ```
+    pub fn remove_if<'g>(
+        &'g self,
+        key: &[u8],
+        accept: impl FnMut(&[u8]) -> bool,
+        guard: &'g Guard,
+    ) -> Option<ValueRef<'g>> {
+        self.ns0().remove_if(key, accept, guard)
+    }
+
+    /// Read-modify-write `key` whatever its state, as
+    /// [`AllocMap::compute`](crate::AllocMap::compute): `f` sees the value
+    /// (None if absent) and answers insert-or-replace with bytes
+    /// ([`Op::Upsert`]), remove or keep; the answer is applied only to the
+    /// state `f` judged, and `f` runs again if another thread changed the
+    /// key meanwhile. `Err` if a key or value is too long or memory is
+    /// refused (the map unchanged by the step that failed).
+    ///
+    /// Memcached's `append`, which stores nothing for an absent key:
+    ///
+    /// ```
+    /// use dlht::{ByteMap, Op};
+    /// let m = ByteMap::new();
+    /// let g = m.guard();
+    /// let append = |v: Option<&[u8]>| match v {
+    ///     Some(v) => Op::Upsert([v, b" world"].concat()),
+    ///     None => Op::Keep,
+    /// };
+    /// assert!(m.compute(b"k", append, &g).unwrap().value().is_none());
+    /// m.insert(b"k", b"hello", &g).unwrap().unwrap();
+    /// let now = m.compute(b"k", append, &g).unwrap().value().unwrap();
+    /// assert_eq!(&*now, b"hello world");
+    /// ```
+    pub fn compute<'g, B: AsRef<[u8]>>(
+        &'g self,
+        key: &[u8],
+        f: impl FnMut(Option<&[u8]>) -> Op<B>,
+        guard: &'g Guard,
+    ) -> Result<Computed<ValueRef<'g>>, Error> {
+        self.ns0().compute(key, f, guard)
+    }
+
+    /// Replace the value `v` of a present `key` with `f(v)`, atomically:
+    /// the new value, or None if `key` is absent. `f` runs again on the
+    /// value there if another thread changed the key meanwhile.
+    ///
+    /// Memcached's `incr`, on a decimal counter:
+    ///
+    /// ```
+    /// let m = dlht::ByteMap::new();
+    /// let g = m.guard();
+    /// m.insert(b"hits", b"41", &g).unwrap().unwrap();
+    /// let incr = |v: &[u8]| {
+    ///     let n: u64 = std::str::from_utf8(v).unwrap().parse().unwrap();
+    ///     (n + 1).to_string()
+    /// };
+    /// assert_eq!(m.update(b"hits", incr, &g).unwrap().as_deref(), Some(&b"42"[..]));
+    /// assert!(m.update(b"misses", incr, &g).unwrap().is_none());
+    /// ```
+    pub fn update<'g, B: AsRef<[u8]>>(
+        &'g self,
+        key: &[u8],
+        f: impl FnMut(&[u8]) -> B,
+        guard: &'g Guard,
+    ) -> Result<Option<ValueRef<'g>>, Error> {
+        self.ns0().update(key, f, guard)
+    }
+
+    /// The value of `key`, inserting `make()` first if it is absent. `make`
+    /// runs at most once, only if the key was absent when looked up; if
+    /// another thread's insert wins, its value is returned.
+    ///
+    /// ```
+    /// let m = dlht::ByteMap::new();
+    /// let g = m.guard();
+    /// assert_eq!(&*m.get_or_insert_with(b"k", || b"first".to_vec(), &g).unwrap(), b"first");
+    /// assert_eq!(&*m.get_or_insert_with(b"k", || b"second", &g).unwrap(), b"first");
+    /// ```
+    pub fn get_or_insert_with<'g, B: AsRef<[u8]>>(
+        &'g self,
+        key: &[u8],
+        make: impl FnOnce() -> B,
+        guard: &'g Guard,
+    ) -> Result<ValueRef<'g>, Error> {
+        self.ns0().get_or_insert_with(key, make, guard)
+    }
+
+    /// Keep only the entries (of every namespace) that `keep(namespace,
+    /// key, value)` accepts, as [`AllocMap::retain`](crate::AllocMap::retain)
+    /// does: weakly consistent, each rejected entry removed only if it is
+    /// still the value judged. Returns how many it removed.
+    ///
+    /// ```
+    /// let m: dlht::ByteMap = [("a", "1"), ("b", "22"), ("c", "333")].into_iter().collect();
+    /// let g = m.guard();
+    /// assert_eq!(m.retain(|_, _, v| v.len() > 1, &g), 1);
+    /// assert!(m.get(b"a", &g).is_none());
+    /// ```
+    pub fn retain(&self, mut keep: impl FnMut(usize, &[u8], &[u8]) -> bool, guard: &Guard) -> usize {
+        let mut removed = 0;
+        for (ns, k, v) in self.iter(guard) {
+            if !keep(ns, &k, &v) {
+                let view = ByteNamespace { map: self, ns: ns as u16 };
+                if view.remove_if(&k, |now| !keep(ns, &k, now), guard).is_some() {
+                    removed += 1;
+                }
+            }
+        }
+        removed
+    }
+
+    /// Remove every entry of every namespace (memcached's `flush_all`):
+    /// [`retain`](Self::retain) keeping nothing. Returns how many it
+    /// removed; their memory leaves [`memory`](Self::memory) at once.
+    ///
+    /// ```
+    /// let m: dlht::ByteMap = [("a", "1"), ("b", "2")].into_iter().collect();
+    /// assert_eq!(m.clear(&m.guard()), 2);
+    /// assert!(m.is_empty());
+    /// ```
+    pub fn clear(&self, guard: &Guard) -> usize {
+        self.retain(|_, _, _| false, guard)
+    }
+
     /// Bytes in use, without a scan: the index's and the entries'
     /// allocations (see [`Memory`](crate::Memory)).
     pub fn memory(&self) -> crate::Memory {
@@ -703,8 +839,22 @@ impl<'m, S: BuildHasher> ByteNamespace<'m, S> {
         value: &[u8],
         guard: &'m Guard,
     ) -> Result<Result<(), ValueRef<'m>>, Error> {
+        Ok(self.insert_blob(key, value, guard)?.map(|_| ()))
+    }
+
+    /// Insert `key → value` if `key` is absent: the value stored, or the
+    /// one there.
+    fn insert_blob(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        guard: &'m Guard,
+    ) -> Result<Result<ValueRef<'m>, ValueRef<'m>>, Error> {
         let (kw, probe) = self.locate(key);
         let fresh = self.fresh(probe, value)?;
+        // SAFETY: ours until published, then kept by `guard` (a remove
+        // retires it; it is freed only after `guard`).
+        let mine = unsafe { ValueRef::of(fresh.word) };
         Ok(
             match self
                 .map
@@ -713,7 +863,7 @@ impl<'m, S: BuildHasher> ByteNamespace<'m, S> {
             {
                 None => {
                     fresh.publish();
-                    Ok(())
+                    Ok(mine)
                 }
                 // SAFETY: read under `guard`.
                 Some(cur) => Err(unsafe { ValueRef::of(cur) }),
@@ -736,7 +886,7 @@ impl<'m, S: BuildHasher> ByteNamespace<'m, S> {
 
     /// See [`ByteMap::put`].
     pub fn put(&self, key: &[u8], value: &[u8], guard: &'m Guard) -> Result<Option<ValueRef<'m>>, Error> {
-        Ok(self.replace_if(key, value, guard, |_| true)?.ok())
+        Ok(self.replace_if(key, value, guard, |_| true)?.ok().map(|(old, _)| old))
     }
 
     /// See [`ByteMap::compare_and_replace`].
@@ -747,18 +897,20 @@ impl<'m, S: BuildHasher> ByteNamespace<'m, S> {
         new: &[u8],
         guard: &'m Guard,
     ) -> Result<Result<ValueRef<'m>, Option<ValueRef<'m>>>, Error> {
-        self.replace_if(key, new, guard, |e| e.addr() == current.blob.as_ptr() as usize)
+        Ok(self.replace_if(key, new, guard, is(current))?.map(|(old, _)| old))
     }
 
     /// Replace the value of a present `key` with `value` if `accept`
-    /// accepts the element there: the old value, or the one there if any.
+    /// accepts the element there: the old value and the new, or the one
+    /// there if any.
+    #[allow(clippy::type_complexity)]
     fn replace_if(
         &self,
         key: &[u8],
         value: &[u8],
         guard: &'m Guard,
         accept: impl Fn(ValueWord) -> bool,
-    ) -> Result<Result<ValueRef<'m>, Option<ValueRef<'m>>>, Error> {
+    ) -> Result<Result<(ValueRef<'m>, ValueRef<'m>), Option<ValueRef<'m>>>, Error> {
         let (kw, probe) = self.locate(key);
         let mut fresh = None;
         let r = self.map.index.replace_if(
@@ -768,11 +920,19 @@ impl<'m, S: BuildHasher> ByteNamespace<'m, S> {
             || Ok(fresh.insert(self.fresh(probe, value)?).word),
             guard,
         )?;
-        if r.is_ok() {
-            fresh.expect("dlht invariant: made to replace").publish();
-        }
-        // SAFETY: elements read under `guard`.
-        Ok(r.map(|old| unsafe { ValueRef::of(old) }).map_err(|now| unsafe { value_of(now) }))
+        Ok(match r {
+            Ok(old) => {
+                let fresh = fresh.expect("dlht invariant: made to replace");
+                // SAFETY: published below, then kept by `guard`; `old` read
+                // under `guard`.
+                let new = unsafe { ValueRef::of(fresh.word) };
+                fresh.publish();
+                // SAFETY: read under `guard`.
+                Ok((unsafe { ValueRef::of(old) }, new))
+            }
+            // SAFETY: read under `guard`.
+            Err(now) => Err(unsafe { value_of(now) }),
+        })
     }
 
     /// See [`ByteMap::remove`].
@@ -780,6 +940,118 @@ impl<'m, S: BuildHasher> ByteNamespace<'m, S> {
         let (kw, probe) = self.locate(key);
         // SAFETY: retired just now, under `guard`.
         unsafe { value_of(self.map.index.remove(kw, &self.is_mine(probe), guard)) }
+    }
+
+    /// See [`ByteMap::remove_if`].
+    pub fn remove_if(
+        &self,
+        key: &[u8],
+        mut accept: impl FnMut(&[u8]) -> bool,
+        guard: &'m Guard,
+    ) -> Option<ValueRef<'m>> {
+        let (kw, probe) = self.locate(key);
+        let mine = self.is_mine(probe);
+        // The index removes the element it found only if the word is
+        // unchanged since, and asks again otherwise: `accept` judges the
+        // value it removes. (A `RefCell` lets the index's `Fn` call it.)
+        let accept = core::cell::RefCell::new(&mut accept);
+        let mine_and_accepted = |e: ValueWord| {
+            // SAFETY: the index calls this on elements read under `guard`.
+            mine(e) && (accept.borrow_mut())(unsafe { ValueRef::of(e) }.as_bytes())
+        };
+        // SAFETY: retired just now, under `guard`.
+        unsafe { value_of(self.map.index.remove(kw, &mine_and_accepted, guard)) }
+    }
+
+    /// See [`ByteMap::compute`].
+    pub fn compute<B: AsRef<[u8]>>(
+        &self,
+        key: &[u8],
+        mut f: impl FnMut(Option<&[u8]>) -> Op<B>,
+        guard: &'m Guard,
+    ) -> Result<Computed<ValueRef<'m>>, Error> {
+        let mut entries = KeyEntries { ns: *self, key, guard, offered: PhantomData };
+        compute::compute(&mut entries, |v| f(v.as_deref()))
+    }
+
+    /// See [`ByteMap::update`].
+    pub fn update<B: AsRef<[u8]>>(
+        &self,
+        key: &[u8],
+        mut f: impl FnMut(&[u8]) -> B,
+        guard: &'m Guard,
+    ) -> Result<Option<ValueRef<'m>>, Error> {
+        let r = self.compute(key, |v| v.map_or(Op::Keep, |v| Op::Upsert(f(v))), guard)?;
+        Ok(match r {
+            Computed::Replaced { new, .. } => Some(new),
+            _ => None,
+        })
+    }
+
+    /// See [`ByteMap::get_or_insert_with`].
+    pub fn get_or_insert_with<B: AsRef<[u8]>>(
+        &self,
+        key: &[u8],
+        make: impl FnOnce() -> B,
+        guard: &'m Guard,
+    ) -> Result<ValueRef<'m>, Error> {
+        if let Some(v) = self.get(key, guard) {
+            return Ok(v);
+        }
+        let value = make();
+        Ok(self.insert_blob(key, value.as_ref(), guard)?.unwrap_or_else(|there| there))
+    }
+
+    /// Keep only the entries of this namespace that `keep` accepts (see
+    /// [`ByteMap::retain`]). Returns how many it removed.
+    pub fn retain(&self, mut keep: impl FnMut(&[u8], &[u8]) -> bool, guard: &'m Guard) -> usize {
+        let id = self.id();
+        self.map.retain(|ns, k, v| ns != id || keep(k, v), guard)
+    }
+}
+
+/// The test `compare_and_replace` and `compute` apply: the element is the
+/// very value `current` (kept alive by the caller's guard, so its address
+/// is not reused meanwhile).
+fn is(current: ValueRef<'_>) -> impl Fn(ValueWord) -> bool {
+    let addr = current.blob.as_ptr() as usize;
+    move |e| e.addr() == addr
+}
+
+/// One key of a [`ByteMap`] namespace, for [`compute`](compute::compute).
+struct KeyEntries<'k, 'm, S, B> {
+    ns: ByteNamespace<'m, S>,
+    key: &'k [u8],
+    guard: &'m Guard,
+    offered: PhantomData<B>,
+}
+
+impl<'m, S: BuildHasher, B: AsRef<[u8]>> compute::Entries for KeyEntries<'_, 'm, S, B> {
+    type Ref = ValueRef<'m>;
+    type Value = B;
+
+    fn get(&mut self) -> Option<ValueRef<'m>> {
+        self.ns.get(self.key, self.guard)
+    }
+
+    fn insert(&mut self, value: B) -> Result<Result<ValueRef<'m>, ValueRef<'m>>, Error> {
+        self.ns.insert_blob(self.key, value.as_ref(), self.guard)
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn replace(
+        &mut self,
+        current: ValueRef<'m>,
+        value: B,
+    ) -> Result<Result<(ValueRef<'m>, ValueRef<'m>), Option<ValueRef<'m>>>, Error> {
+        self.ns.replace_if(self.key, value.as_ref(), self.guard, is(current))
+    }
+
+    fn remove(&mut self, current: ValueRef<'m>) -> bool {
+        let (kw, probe) = self.ns.locate(self.key);
+        let mine = self.ns.is_mine(probe);
+        let exact = is(current);
+        self.ns.map.index.remove(kw, &|e| mine(e) && exact(e), self.guard).is_some()
     }
 }
 

@@ -27,6 +27,7 @@ mod pointers;
 pub use bytes::{ByteIter, ByteMap, ByteNamespace, KeyBytes, ValueRef};
 pub use entry::NAMESPACES;
 
+use crate::compute::{self, Computed, Op};
 use crate::driver::or_panic;
 use crate::error::Error;
 use crate::hash::{DefaultHashBuilder, SignatureMix};
@@ -698,6 +699,56 @@ where
         self.ns0().update(key, f, guard)
     }
 
+    /// Read-modify-write `key` whatever its state, as papaya's `compute`:
+    /// `f` sees the value there (None if absent) and answers with an
+    /// [`Op`] — store a value (insert or replace), remove the key, or keep
+    /// things as they are. The answer is applied only to the state `f`
+    /// judged (a compare-and-replace of that very entry); if another
+    /// thread changed the key meanwhile, `f` runs again on what is there
+    /// now, and a value it made for the old state is dropped. Returns
+    /// what was done ([`Computed`]); the references are valid while
+    /// `guard` lives. Panics on allocation failure; see
+    /// [`try_compute`](Self::try_compute).
+    ///
+    /// ```
+    /// use dlht::{AllocMap, Computed, Op};
+    /// let m = AllocMap::<String, u64>::new();
+    /// let g = m.guard();
+    /// // Count, inserting 1 for a new key.
+    /// let bump = |n: Option<&u64>| Op::Upsert(n.map_or(1, |n| n + 1));
+    /// assert_eq!(m.compute("a".into(), bump, &g), Computed::Inserted(&1));
+    /// assert_eq!(m.compute("a".into(), bump, &g), Computed::Replaced { old: &1, new: &2 });
+    /// // Remove once a count reaches 2; keep otherwise.
+    /// let drop_at_2 = |n: Option<&u64>| if n == Some(&2) { Op::Remove } else { Op::Keep };
+    /// assert_eq!(m.compute("a".into(), drop_at_2, &g), Computed::Removed(&2));
+    /// assert_eq!(m.compute("a".into(), drop_at_2, &g), Computed::Unchanged(None));
+    /// ```
+    pub fn compute<'g>(
+        &'g self,
+        key: K,
+        f: impl FnMut(Option<&V>) -> Op<V>,
+        guard: &'g Guard,
+    ) -> Computed<&'g V>
+    where
+        K: Clone,
+    {
+        self.ns0().compute(key, f, guard)
+    }
+
+    /// [`compute`](Self::compute), with allocation failure as an error
+    /// (the map unchanged by the step that failed).
+    pub fn try_compute<'g>(
+        &'g self,
+        key: K,
+        f: impl FnMut(Option<&V>) -> Op<V>,
+        guard: &'g Guard,
+    ) -> Result<Computed<&'g V>, Error>
+    where
+        K: Clone,
+    {
+        self.ns0().try_compute(key, f, guard)
+    }
+
     /// Keep only the entries (of every namespace) that `keep(namespace,
     /// key, value)` accepts, removing the others. Concurrent-safe and
     /// non-blocking, like [`Map::retain`](crate::Map::retain): it walks the
@@ -997,15 +1048,31 @@ where
         value: V,
         guard: &'m Guard,
     ) -> Result<Result<(), Occupied<'m, K, V>>, Error> {
+        Ok(self.insert_node(key, value, guard)?.map(|_| ()))
+    }
+
+    /// Insert `key → value` if `key` is absent: the value stored (kept by
+    /// `guard`), or the key and value back with the value there.
+    fn insert_node(
+        &self,
+        key: K,
+        value: V,
+        guard: &'m Guard,
+    ) -> Result<Result<&'m V, Occupied<'m, K, V>>, Error> {
         let sig = self.signature(&key);
         let fresh = fresh_node(self.ns, key, value)?;
-        // SAFETY: ours until published.
-        let key = &unsafe { node::<K, V>(fresh.word) }.key;
+        // SAFETY: ours until published, then kept by `guard` (a remove
+        // retires it; it is freed only after `guard`).
+        let mine = unsafe { node::<K, V>(fresh.word) };
         Ok(
-            match self.map.index.insert(sig, fresh.word, &self.is_mine(key), guard, |_, cur| Ok(Some(cur)))? {
+            match self
+                .map
+                .index
+                .insert(sig, fresh.word, &self.is_mine(&mine.key), guard, |_, cur| Ok(Some(cur)))?
+            {
                 None => {
                     fresh.publish();
-                    Ok(())
+                    Ok(&mine.value)
                 }
                 Some(cur) => {
                     let (key, value) = into_parts(fresh);
@@ -1159,29 +1226,8 @@ where
         if let Some(v) = self.get(&key, guard) {
             return Ok(v);
         }
-        let sig = self.signature(&key);
-        let fresh = fresh_node(self.ns, key, make())?;
-        // SAFETY: ours until published, then kept by `guard` (a remove
-        // retires it; it is freed only after `guard`).
-        let mine = unsafe { node::<K, V>(fresh.word) };
-        Ok(
-            match self
-                .map
-                .index
-                .insert(sig, fresh.word, &self.is_mine(&mine.key), guard, |_, cur| Ok(Some(cur)))?
-            {
-                None => {
-                    fresh.publish();
-                    &mine.value
-                }
-                Some(cur) => {
-                    // Lost to another insert: ours was never seen; drop it.
-                    drop(into_parts(fresh));
-                    // SAFETY: read under `guard`.
-                    &unsafe { node::<K, V>(cur) }.value
-                }
-            },
-        )
+        // Lost to another insert: ours was never seen; it is dropped here.
+        Ok(self.insert_node(key, make(), guard)?.unwrap_or_else(|lost| lost.current))
     }
 
     /// See [`AllocMap::update`].
@@ -1209,6 +1255,82 @@ where
     pub fn retain(&self, mut keep: impl FnMut(&K, &V) -> bool, guard: &'m Guard) -> usize {
         let id = self.id();
         self.map.retain(|ns, k, v| ns != id || keep(k, v), guard)
+    }
+
+    /// See [`AllocMap::compute`].
+    pub fn compute(&self, key: K, f: impl FnMut(Option<&V>) -> Op<V>, guard: &'m Guard) -> Computed<&'m V>
+    where
+        K: Clone,
+    {
+        or_panic(self.try_compute(key, f, guard))
+    }
+
+    /// See [`AllocMap::try_compute`].
+    pub fn try_compute(
+        &self,
+        key: K,
+        f: impl FnMut(Option<&V>) -> Op<V>,
+        guard: &'m Guard,
+    ) -> Result<Computed<&'m V>, Error>
+    where
+        K: Clone,
+    {
+        let mut entries = KeyEntries { ns: *self, key: Some(key), guard };
+        compute::compute(&mut entries, f)
+    }
+}
+
+/// One key of an [`AllocMap`] namespace, for [`compute`](compute::compute).
+struct KeyEntries<'m, K, V, S> {
+    ns: Namespace<'m, K, V, S>,
+    /// Always there but while an insert holds it.
+    key: Option<K>,
+    guard: &'m Guard,
+}
+
+impl<K, V, S> KeyEntries<'_, K, V, S> {
+    fn key(&self) -> &K {
+        self.key.as_ref().expect("dlht invariant: the key is back after each insert")
+    }
+}
+
+impl<'m, K, V, S> compute::Entries for KeyEntries<'m, K, V, S>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    V: Send + Sync + 'static,
+    S: BuildHasher,
+{
+    type Ref = &'m V;
+    type Value = V;
+
+    fn get(&mut self) -> Option<&'m V> {
+        self.ns.get(self.key(), self.guard)
+    }
+
+    fn insert(&mut self, value: V) -> Result<Result<&'m V, &'m V>, Error> {
+        let key = self.key.take().expect("dlht invariant: the key is back after each insert");
+        match self.ns.insert_node(key, value, self.guard) {
+            Ok(Ok(new)) => Ok(Ok(new)),
+            Ok(Err(lost)) => {
+                self.key = Some(lost.key);
+                Ok(Err(lost.current))
+            }
+            // The key went into the node that failed and was freed with
+            // it; this call ends here.
+            Err(e) => Err(e),
+        }
+    }
+
+    fn replace(&mut self, current: &'m V, value: V) -> Result<Result<(&'m V, &'m V), Option<&'m V>>, Error> {
+        // Planted bug (scripts/planted-bugs.sh): replace whatever is there,
+        // not only the value the closure judged (lost updates).
+        let judged = |there: &V| cfg!(dlht_plant = "compute_blind") || core::ptr::eq(there, current);
+        let r = self.ns.replace_if(self.key(), value, self.guard, judged)?;
+        Ok(r.map_err(|(_, now)| now))
+    }
+
+    fn remove(&mut self, current: &'m V) -> bool {
+        self.ns.remove_if(self.key(), |there| core::ptr::eq(there, current), self.guard).is_some()
     }
 }
 

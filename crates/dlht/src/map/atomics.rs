@@ -5,6 +5,7 @@
 //! that slot meanwhile — lock-free, no allocation.
 
 use super::Map;
+use crate::compute::{self, Computed, Op};
 use crate::driver::{self, or_panic};
 use crate::error::Error;
 use crate::local::LocalMap;
@@ -159,8 +160,69 @@ macro_rules! atomics {
                     _ => None,
                 }
             }
+
+            /// Read-modify-write `key` whatever its state, as papaya's
+            /// `compute`: `f` sees the value (None if absent) and answers with an
+            /// [`Op`] — store a value (insert or replace), remove the key, or
+            /// keep things as they are. The answer is applied only to the state
+            /// `f` judged (an insert-if-absent, or a compare-and-exchange or
+            /// conditional remove of that value); if another thread changed the
+            /// key meanwhile, `f` runs again on what is there now. Returns what
+            /// was done. Panics if the index cannot grow; see
+            /// [`try_compute`](Self::try_compute).
+            /// ```
+            /// use dlht::{Computed, Op};
+            #[doc = concat!("let m = dlht::", stringify!($map), "::<u64, u64>::new();")]
+            /// let bump = |n: Option<u64>| Op::Upsert(n.map_or(1, |n| n + 1));
+            /// assert_eq!(m.compute(7, bump), Computed::Inserted(1));
+            /// assert_eq!(m.compute(7, bump), Computed::Replaced { old: 1, new: 2 });
+            /// assert_eq!(m.compute(7, |_| Op::Remove), Computed::Removed(2));
+            /// assert_eq!(m.compute(7, |_| Op::Remove), Computed::Unchanged(None));
+            /// ```
+            pub fn compute(&self, key: K, f: impl FnMut(Option<V>) -> Op<V>) -> Computed<V> {
+                or_panic(self.try_compute(key, f))
+            }
+
+            /// Like [`compute`](Self::compute), returning a failure to grow the
+            /// index (for an insert) as an error.
+            pub fn try_compute(
+                &self,
+                key: K,
+                f: impl FnMut(Option<V>) -> Op<V>,
+            ) -> Result<Computed<V>, Error> {
+                compute::compute(&mut InlineKey { map: self, key }, f)
+            }
+        }
+
+        impl<K: Inline, V: Inline, S: BuildHasher> compute::Entries for InlineKey<'_, $map<K, V, S>, K> {
+            type Ref = V;
+            type Value = V;
+
+            fn get(&mut self) -> Option<V> {
+                self.map.get(&self.key)
+            }
+
+            fn insert(&mut self, value: V) -> Result<Result<V, V>, Error> {
+                Ok(self.map.try_insert(self.key, value)?.map(|()| value))
+            }
+
+            fn replace(&mut self, current: V, value: V) -> Result<Result<(V, V), Option<V>>, Error> {
+                Ok(self.map.compare_exchange(&self.key, current, value).map(|old| (old, value)))
+            }
+
+            fn remove(&mut self, current: V) -> bool {
+                let w = current.into_word();
+                self.map.remove_if(&self.key, |v| v.into_word() == w).is_some()
+            }
         }
     };
+}
+
+/// One key of an inline map, for [`compute`](compute::compute): values are
+/// compared by their word, which is the whole value.
+struct InlineKey<'m, M, K> {
+    map: &'m M,
+    key: K,
 }
 atomics!(Map);
 atomics!(LocalMap);

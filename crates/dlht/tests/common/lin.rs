@@ -22,6 +22,14 @@ pub enum Call {
     Put(u64, Option<u64>),
     Remove(Option<u64>),
     Upsert(u64, Option<u64>),
+    /// `update` adding the delta: the new value.
+    Update(u64, Option<u64>),
+    /// `get_or_insert_with` of the value: the value there after.
+    GetOrInsert(u64, u64),
+    /// `remove_if` the value equals this one: the value removed.
+    RemoveIfEq(u64, Option<u64>),
+    /// `compute` with `modes::compute_rule(v)`: what it did.
+    Compute(u64, dlht::Computed<u64>),
 }
 
 impl Call {
@@ -38,6 +46,28 @@ impl Call {
             Call::Put(v, r) => (r == state).then(|| state.map(|_| v)),
             Call::Remove(r) => (r == state).then_some(None),
             Call::Upsert(v, r) => (r == state).then_some(Some(v)),
+            Call::Update(d, r) => {
+                let next = state.map(|x| x.wrapping_add(d));
+                (r == next).then_some(next)
+            }
+            Call::GetOrInsert(v, r) => {
+                let next = state.or(Some(v));
+                (Some(r) == next).then_some(next)
+            }
+            Call::RemoveIfEq(v, r) => match state {
+                Some(x) if x == v => (r == state).then_some(None),
+                _ => r.is_none().then_some(state),
+            },
+            Call::Compute(v, r) => {
+                use dlht::{Computed, Op};
+                let want = match (crate::common::modes::compute_rule(v)(state), state) {
+                    (Op::Keep, _) | (Op::Remove, None) => Computed::Unchanged(state),
+                    (Op::Remove, Some(x)) => Computed::Removed(x),
+                    (Op::Upsert(n), None) => Computed::Inserted(n),
+                    (Op::Upsert(n), Some(x)) => Computed::Replaced { old: x, new: n },
+                };
+                (r == want).then_some(want.value())
+            }
         }
     }
 }
@@ -193,6 +223,29 @@ pub fn run_history<M: crate::common::Ops + Sync + ?Sized>(
     values: u64,
     seed: u64,
 ) -> Vec<Event> {
+    run_history_with(map, threads, fillers, ops, hot, values, seed, record, |_, _| {})
+}
+
+/// One operation recorded by a worker of [`run_history_with`].
+pub type Recorder<M> = fn(&M, &Clock, &mut crate::common::Rng, u64, u64) -> Event;
+
+/// Keys a filler inserts between two calls of `after_fill`.
+pub const FILL_ROUND: usize = 1000;
+
+/// [`run_history`] with the workers' `record` given, and `after_fill` called
+/// by each filler with each round of [`FILL_ROUND`] keys it inserted.
+#[allow(clippy::too_many_arguments)]
+pub fn run_history_with<M: crate::common::Ops + Sync + ?Sized>(
+    map: &M,
+    threads: usize,
+    fillers: usize,
+    ops: usize,
+    hot: u64,
+    values: u64,
+    seed: u64,
+    record: Recorder<M>,
+    after_fill: impl Fn(&M, &[u64]) + Sync,
+) -> Vec<Event> {
     let clock = Clock::default();
     let events = Mutex::new(Vec::new());
     std::thread::scope(|s| {
@@ -210,10 +263,17 @@ pub fn run_history<M: crate::common::Ops + Sync + ?Sized>(
             });
         }
         for f in 0..fillers {
+            let after_fill = &after_fill;
             s.spawn(move || {
+                let mut round = Vec::with_capacity(FILL_ROUND);
                 for i in 0..(ops as u64 * 4) {
                     let k = ((1_000_000 + f as u64) << 32) | i;
                     map.insert(k, i).unwrap();
+                    round.push(k);
+                    if round.len() == FILL_ROUND {
+                        after_fill(map, &round);
+                        round.clear();
+                    }
                 }
             });
         }

@@ -3,10 +3,17 @@
 #![allow(dead_code)]
 
 pub mod lin;
+pub mod modes;
 
 use dlht::{DefaultHashBuilder, Error, LocalMap, Map, Modulo, Request, Response, Stats, StopOn};
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
+
+/// `DLHT_STRESS_SCALE` (default 1): longer (> 1) or shorter (< 1) stress
+/// runs; scripts/memcheck.sh runs at 0.1.
+pub fn stress_scale() -> f64 {
+    std::env::var("DLHT_STRESS_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1.0)
+}
 
 /// Tiny xorshift PRNG: deterministic per seed, no dependency.
 pub struct Rng(pub u64);
