@@ -55,7 +55,7 @@ pub struct ByteMap<S = DefaultHashBuilder> {
     /// its bytes, which a client chooses, and an unkeyed mix of them (the
     /// allocator map's, whose key words are already keyed hashes) can be
     /// inverted to crowd keys into one bin (`tests/flood.rs`).
-    index: PointerIndex<Blob, DefaultHashBuilder>,
+    pub(super) index: PointerIndex<Blob, DefaultHashBuilder>,
     hasher: S,
 }
 
@@ -1066,18 +1066,28 @@ impl<'g> Iterator for ByteIter<'g> {
 
     fn next(&mut self) -> Option<Self::Item> {
         let (kw, e) = self.inner.next()?;
-        let mut key = KeyBytes { inline: [0; Shape::INLINE_MAX], len: 0, stored: None };
-        match e.shape() {
-            Shape::Inline(len) => {
-                key.inline = (kw ^ namespace_mix(e.namespace())).to_le_bytes();
-                key.len = len;
-            }
-            // SAFETY: read under the guard the iterator borrows.
-            _ => key.stored = Some(unsafe { Blob::key(e.addr() as *const Blob) }),
-        }
-        // SAFETY: as above.
-        Some((e.namespace() as usize, key, unsafe { ValueRef::of(e) }))
+        // SAFETY: read under the guard the iterator borrows.
+        Some(unsafe { entry_of(kw, e) })
     }
+}
+
+/// The entry `(namespace, key, value)` of element `e` found at key word
+/// `kw`.
+///
+/// # Safety
+/// As for [`ValueRef::of`].
+pub(super) unsafe fn entry_of<'g>(kw: u64, e: ValueWord) -> (usize, KeyBytes<'g>, ValueRef<'g>) {
+    let mut key = KeyBytes { inline: [0; Shape::INLINE_MAX], len: 0, stored: None };
+    match e.shape() {
+        Shape::Inline(len) => {
+            key.inline = (kw ^ namespace_mix(e.namespace())).to_le_bytes();
+            key.len = len;
+        }
+        // SAFETY: the caller's contract.
+        _ => key.stored = Some(unsafe { Blob::key(e.addr() as *const Blob) }),
+    }
+    // SAFETY: as above.
+    (e.namespace() as usize, key, unsafe { ValueRef::of(e) })
 }
 
 /// Insert or replace each pair (later pairs win). Panics on a key or value

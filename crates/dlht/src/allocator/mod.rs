@@ -22,6 +22,8 @@
 mod bytes;
 mod entry;
 mod owned;
+#[cfg(all(feature = "rayon", not(loom)))]
+mod par;
 mod pointers;
 
 pub use bytes::{ByteIter, ByteMap, ByteNamespace, KeyBytes, ValueRef};

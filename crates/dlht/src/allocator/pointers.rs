@@ -311,6 +311,32 @@ impl<E: Element, H: BuildHasher> PointerIndex<E, H> {
     }
 }
 
+#[cfg(all(feature = "rayon", not(loom)))]
+impl<E: Element, H: BuildHasher + Sync> PointerIndex<E, H> {
+    /// [`iter`](Self::iter) run by rayon's workers: the index's parallel
+    /// walk ([`Map::par_iter`]), each collision list expanded by the worker
+    /// that meets it. The elements and lists stay allocated for every
+    /// worker: `guard`'s pin (the driving thread's, held across the whole
+    /// run since the iterator borrows it) keeps anything retired since from
+    /// being freed, whichever thread reads it.
+    pub fn par_iter<'g>(
+        &'g self,
+        _guard: &'g Guard,
+    ) -> impl rayon::iter::ParallelIterator<Item = (u64, ValueWord)> + 'g {
+        use rayon::iter::ParallelIterator;
+        self.index.par_iter().flat_map_iter(|(kw, w)| {
+            let vw = ValueWord::from_bits(w);
+            let (one, list) = if vw.shape() == Shape::List {
+                // SAFETY: read under `guard` (see above).
+                (None, unsafe { &*(vw.addr() as *const List) }.words.as_slice())
+            } else {
+                (Some((kw, vw)), &[][..])
+            };
+            one.into_iter().chain(list.iter().map(move |&e| (kw, ValueWord::from_bits(e))))
+        })
+    }
+}
+
 /// A word to swap in, and the fresh list it points to, if it is one.
 type NewWord = (u64, Option<NonNull<List>>);
 
