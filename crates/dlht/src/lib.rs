@@ -360,8 +360,8 @@ mod word;
 mod tests;
 
 pub use allocator::{
-    Access, AllocIter, AllocMap, ByteIter, ByteMap, ByteNamespace, Guard, KeyBytes, Namespace, Occupied,
-    OwnedGuard, ValueRef, NAMESPACES,
+    Access, AllocIter, AllocMap, AllocRequest, AllocResponse, ByteIter, ByteMap, ByteNamespace, ByteRequest,
+    ByteResponse, Guard, KeyBytes, Namespace, Occupied, OwnedGuard, ValueRef, NAMESPACES,
 };
 pub use batch::{Request, Response, StopOn, WINDOW as BATCH_WINDOW};
 pub use compute::{Computed, Op};

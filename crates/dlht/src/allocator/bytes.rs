@@ -74,7 +74,7 @@ pub struct ByteMap<S = DefaultHashBuilder> {
 /// assert!(m.get(b"7", &g).is_none()); // namespace 0
 /// ```
 pub struct ByteNamespace<'m, S = DefaultHashBuilder> {
-    map: &'m ByteMap<S>,
+    pub(super) map: &'m ByteMap<S>,
     ns: u16,
 }
 
@@ -758,6 +758,12 @@ impl<'m, S: BuildHasher> ByteNamespace<'m, S> {
                     }
                 }
         }
+    }
+
+    /// The key word `key` is found under in the index.
+    #[inline(always)]
+    pub(super) fn key_word(&self, key: &[u8]) -> u64 {
+        self.locate(key).0
     }
 
     /// A fresh blob for `key → value` in this namespace.

@@ -19,6 +19,7 @@
 //! words read inside the index). Its global collector also means one pin
 //! serves every map.
 
+mod batch;
 mod bytes;
 mod entry;
 mod owned;
@@ -26,6 +27,7 @@ mod owned;
 mod par;
 mod pointers;
 
+pub use batch::{AllocRequest, AllocResponse, ByteRequest, ByteResponse};
 pub use bytes::{ByteIter, ByteMap, ByteNamespace, KeyBytes, ValueRef};
 pub use entry::NAMESPACES;
 
@@ -701,6 +703,20 @@ where
         self.ns0().update(key, f, guard)
     }
 
+    /// [`update`](Self::update), with allocation failure as an error (the
+    /// map unchanged).
+    pub fn try_update<'g>(
+        &'g self,
+        key: &K,
+        f: impl FnMut(&V) -> V,
+        guard: &'g Guard,
+    ) -> Result<Option<&'g V>, Error>
+    where
+        K: Clone,
+    {
+        self.ns0().try_update(key, f, guard)
+    }
+
     /// Read-modify-write `key` whatever its state, as papaya's `compute`:
     /// `f` sees the value there (None if absent) and answers with an
     /// [`Op`] — store a value (insert or replace), remove the key, or keep
@@ -1233,21 +1249,34 @@ where
     }
 
     /// See [`AllocMap::update`].
-    pub fn update(&self, key: &K, mut f: impl FnMut(&V) -> V, guard: &'m Guard) -> Option<&'m V>
+    pub fn update(&self, key: &K, f: impl FnMut(&V) -> V, guard: &'m Guard) -> Option<&'m V>
     where
         K: Clone,
     {
-        let mut cur = self.get(key, guard)?;
+        or_panic(self.try_update(key, f, guard))
+    }
+
+    /// See [`AllocMap::try_update`].
+    pub fn try_update(
+        &self,
+        key: &K,
+        mut f: impl FnMut(&V) -> V,
+        guard: &'m Guard,
+    ) -> Result<Option<&'m V>, Error>
+    where
+        K: Clone,
+    {
+        let Some(mut cur) = self.get(key, guard) else { return Ok(None) };
         loop {
             // Planted bug (scripts/planted-bugs.sh): replace whatever is
             // there, not only the value `f` read (lost updates).
             let unchanged = |there: &V| cfg!(dlht_plant = "update_blind") || core::ptr::eq(there, cur);
-            match or_panic(self.replace_if(key, f(cur), guard, unchanged)) {
-                Ok((_, new)) => return Some(new),
+            match self.replace_if(key, f(cur), guard, unchanged)? {
+                Ok((_, new)) => return Ok(Some(new)),
                 // Changed by another thread since `cur` was read: our value
                 // (made from the old one) is dropped, the new one judged.
                 Err((_, Some(there))) => cur = there,
-                Err((_, None)) => return None,
+                Err((_, None)) => return Ok(None),
             }
         }
     }
