@@ -29,12 +29,13 @@ log=$(mktemp)
 for exe in "${exes[@]}"; do
   name=$(basename "$exe")
   start=$SECONDS
-  # A tenth of the CI stress scale. --fair-sched: valgrind runs one thread
+  # A tenth of the CI stress scale, and 64 cases per property test
+  # (proptest's default is 256; the release and debug builds run those). --fair-sched: valgrind runs one thread
   # at a time, and its default lock lets a thread that spins (a reader
   # polling a stop flag) take it again and again, starving the writer it
   # waits for: the reclamation test then ran for minutes or hours instead
   # of seconds, depending on luck.
-  if DLHT_STRESS_SCALE=0.1 valgrind -q --fair-sched=yes --error-exitcode=99 --tool=memcheck \
+  if DLHT_STRESS_SCALE=0.1 PROPTEST_CASES=64 valgrind -q --fair-sched=yes --error-exitcode=99 --tool=memcheck \
       --leak-check=full --errors-for-leak-kinds=definite \
       "$exe" --test-threads=1 >"$log" 2>&1; then
     echo "memcheck $name: clean ($(grep -h "test result" "$log")) in $((SECONDS - start))s"

@@ -6,13 +6,21 @@
 //! ones are unmapped, so such a read fails loudly.
 #![cfg(not(loom))]
 
+mod common;
+
 use dlht::Map;
 use std::sync::atomic::{AtomicBool, Ordering};
+
+/// `n` times `DLHT_STRESS_SCALE`, at least 2.
+fn scaled(n: u64) -> u64 {
+    ((n as f64 * common::stress_scale()) as u64).max(2)
+}
 
 #[test]
 fn readers_survive_hundreds_of_resizes() {
     let mut total_resizes = 0;
-    for round in 0..24u64 {
+    let rounds = scaled(24);
+    for round in 0..rounds {
         let map = Map::<u64, u64>::with_capacity(1);
         for k in 0..64 {
             map.insert(k, k + round).unwrap();
@@ -42,7 +50,7 @@ fn readers_survive_hundreds_of_resizes() {
     // 20 000 keys cannot fit 1024 bins (3584 slots), so every round grows
     // 2 → 16 → 128 → 1024 → 8192 bins at least; a fifth resize depends on
     // the seed (100 was flaky: a valgrind run saw 96).
-    assert!(total_resizes >= 24 * 4, "only {total_resizes} resizes");
+    assert!(total_resizes >= rounds as usize * 4, "only {total_resizes} resizes");
 }
 
 #[test]
@@ -63,7 +71,7 @@ fn link_chaining_races_are_counted() {
     // Many threads insert distinct keys into a table whose bins must chain
     // link buckets concurrently. Every claimed link bucket is either chained
     // or counted as leaked; nothing is lost.
-    for _ in 0..20 {
+    for _ in 0..scaled(20) {
         let map = Map::<u64, u64>::with_capacity(3000);
         let before = map.stats();
         std::thread::scope(|s| {

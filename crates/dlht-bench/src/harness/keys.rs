@@ -78,6 +78,11 @@ impl ZipfTrace {
         Ok(ZipfTrace { indexes })
     }
 
+    /// The draws, in order.
+    pub fn indexes(&self) -> &[u32] {
+        &self.indexes
+    }
+
     /// A cursor for thread `t` of `threads`, starting at its own share.
     pub fn cursor(&self, t: usize, threads: usize) -> ZipfCursor<'_> {
         ZipfCursor { trace: &self.indexes, pos: t * self.indexes.len() / threads.max(1) }
@@ -95,11 +100,20 @@ impl ZipfCursor<'_> {
     #[inline(always)]
     pub fn next_index(&mut self) -> u64 {
         let i = self.trace[self.pos];
+        self.next_position();
+        i as u64
+    }
+
+    /// The position of the next draw in the trace (for data laid out in
+    /// trace order), moving past it.
+    #[inline(always)]
+    pub fn next_position(&mut self) -> usize {
+        let p = self.pos;
         self.pos += 1;
         if self.pos == self.trace.len() {
             self.pos = 0;
         }
-        i as u64
+        p
     }
 }
 
