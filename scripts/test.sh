@@ -39,30 +39,33 @@ timed
 if [ "${DLHT_QUICK:-0}" = "1" ]; then exit 0; fi
 
 step "debug (overflow checks, debug assertions, poisoned freed indexes): the whole suite and the doctests"
-cargo test -p dlht
+cargo test -p dlht -p dlht-server
 timed
 
-# Fat LTO optimizes each test binary as a whole program (std, proptest and
-# all): 4 minutes for the 30 binaries here. The unit tests and the tests of
-# the concurrent protocols run in it; the rest of the suite tests API
-# behaviour that the other builds cover.
+# The builds below change how the protocols compile (fat LTO inlining
+# across crates, cmpxchg16b inlined, 16-byte slot accesses): they run the
+# unit tests (with the protocol models) and the integration tests of the
+# concurrent protocols. The rest of the suite tests API behaviour, which
+# the release and debug builds cover. (Fat LTO optimizes each test binary
+# as a whole program: 4 minutes for all 30 binaries here.)
+protocol_tests=(--lib --test stress --test linearizability --test every_mode --test batch --test shrink
+  --test reclaim --test alloc_map --test byte_map --test snapshot)
 step "release-lto (fat LTO, one codegen unit, panic = abort): unit tests and the protocol tests"
-cargo test -p dlht --profile release-lto --lib --test stress --test linearizability --test every_mode \
-  --test batch --test shrink --test reclaim --test alloc_map --test byte_map --test snapshot
+cargo test -p dlht --profile release-lto "${protocol_tests[@]}"
 timed
 
 step "release-lto: a downstream binary grows maps from empty on 1 and 2 threads"
 cargo run --profile release-lto -p dlht-downstream --bin lto-check
 timed
 
-step "release with -C target-cpu=native (cmpxchg16b inlined): unit and integration tests"
-RUSTFLAGS="-C target-cpu=native" CARGO_TARGET_DIR=target/native cargo test -p dlht --release --lib --tests
+step "release with -C target-cpu=native (cmpxchg16b inlined): unit tests and the protocol tests"
+RUSTFLAGS="-C target-cpu=native" CARGO_TARGET_DIR=target/native cargo test -p dlht --release "${protocol_tests[@]}"
 RUSTFLAGS="-C target-cpu=native" CARGO_TARGET_DIR=target/native \
   cargo run --release -p dlht-downstream --bin lto-check
 timed
 
-step "release with --cfg dlht_slot128 (every slot access 16 bytes, as on non-x86 targets): unit and integration tests"
-RUSTFLAGS="--cfg dlht_slot128" CARGO_TARGET_DIR=target/slot128 cargo test -p dlht --release --lib --tests
+step "release with --cfg dlht_slot128 (every slot access 16 bytes, as on non-x86 targets): unit tests and the protocol tests"
+RUSTFLAGS="--cfg dlht_slot128" CARGO_TARGET_DIR=target/slot128 cargo test -p dlht --release "${protocol_tests[@]}"
 timed
 
 step "downstream: the internals are out of reach without the feature"

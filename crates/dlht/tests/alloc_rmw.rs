@@ -178,16 +178,21 @@ fn get_or_insert_with_races_drop_every_value_once() {
         let g = m.guard();
         assert_eq!(m.retain(|_, k, _| k % 2 == 0, &g), 2500);
     }
-    // Removed values are freed once no pinned thread can read them; each
-    // pin advances the epoch and collects a little.
+    assert_all_freed(&LIVE);
+}
+
+/// Removed values are freed once no pinned thread can read them; each pin
+/// advances the epoch and collects a little: flush until every value
+/// counted by `live` is dropped (30 s at most), then check none is left.
+fn assert_all_freed(live: &AtomicI64) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while LIVE.load(Ordering::Relaxed) > 0 && std::time::Instant::now() < deadline {
+    while live.load(Ordering::Relaxed) > 0 && std::time::Instant::now() < deadline {
         for _ in 0..1024 {
             flush();
         }
         std::thread::yield_now();
     }
-    assert_eq!(LIVE.load(Ordering::Relaxed), 0, "values leaked or dropped twice");
+    assert_eq!(live.load(Ordering::Relaxed), 0, "values leaked or dropped twice");
 }
 
 /// Flush this thread's retired values (a throwaway map's guard pins the
@@ -265,12 +270,5 @@ fn compute_races_count_exactly_and_drop_every_value_once() {
         }
         assert_eq!(m.len(), 32);
     }
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while LIVE.load(Ordering::Relaxed) > 0 && std::time::Instant::now() < deadline {
-        for _ in 0..1024 {
-            flush();
-        }
-        std::thread::yield_now();
-    }
-    assert_eq!(LIVE.load(Ordering::Relaxed), 0, "values leaked or dropped twice");
+    assert_all_freed(&LIVE);
 }

@@ -37,6 +37,17 @@ enum Step {
 
 const BULK: u64 = 1 << 40;
 
+/// `DLHT_STRESS_SCALE`, and a quarter of it in unoptimized builds (each
+/// history costs the checker far more there).
+fn scale() -> f64 {
+    common::stress_scale() * if cfg!(debug_assertions) { 0.25 } else { 1.0 }
+}
+
+/// Property cases: 48 at scale 1, at least 4.
+fn cases() -> u32 {
+    ((48.0 * scale()) as u32).max(4)
+}
+
 fn step_strategy() -> impl Strategy<Value = Step> {
     let k = 0u64..40;
     let v = 1u64..5;
@@ -121,7 +132,7 @@ fn run_model(name: &str, map: &dyn Rmw, steps: &[Step]) -> Result<(), TestCaseEr
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
 
     #[test]
     fn every_mode_matches_hashmap(steps in proptest::collection::vec(step_strategy(), 1..300)) {
@@ -141,11 +152,12 @@ proptest! {
 /// and shrinks it again.
 #[test]
 fn every_mode_is_linearizable_under_grows_and_shrinks() {
+    let ops = ((2500.0 * scale()) as usize).max(500);
     with_modes(|name, build| {
         for round in 0..2u64 {
             let map = build(0);
             let parity = std::sync::atomic::AtomicU64::new(0);
-            let events = run_history_with(&*map, 3, 1, 2500, 6, 3, 0x23 + round, record_rmw, |m, keys| {
+            let events = run_history_with(&*map, 3, 1, ops, 6, 3, 0x23 + round, record_rmw, |m, keys| {
                 if parity.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 2 == 1 {
                     for &k in keys {
                         m.remove(k);
@@ -168,7 +180,7 @@ fn every_mode_is_linearizable_under_grows_and_shrinks() {
 #[test]
 fn every_mode_counts_exactly_through_update_and_compute() {
     const THREADS: u64 = 4;
-    let rounds = (20_000.0 * common::stress_scale()) as u64;
+    let rounds = (20_000.0 * scale()) as u64;
     with_modes(|name, build| {
         let map = build(0);
         let map = &*map;

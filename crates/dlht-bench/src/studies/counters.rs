@@ -261,19 +261,25 @@ impl<'w> Counters<&'w str> for WordsAlloc {
     fn add_ones(&self, words: &[&'w str]) {
         let g = self.0.guard();
         for &w in words {
-            match self.0.get(w, &g) {
-                // Relaxed: a count; totals are read after the threads join.
-                Some(c) => c.fetch_add(1, Ordering::Relaxed),
-                None => self
-                    .0
-                    .get_or_insert_with(w.to_owned(), || AtomicU64::new(0), &g)
-                    .fetch_add(1, Ordering::Relaxed),
-            };
+            add_one(&self.0, w, self.0.get(w, &g), &g);
         }
     }
     fn total(&self) -> u64 {
-        self.0.iter(&self.0.guard()).map(|(_, _, c)| c.load(Ordering::Relaxed)).sum()
+        alloc_total(&self.0)
     }
+}
+
+/// Add 1 to `w`'s counter, `found` by a get (inserting it if absent).
+fn add_one(m: &dlht::AllocMap<String, AtomicU64>, w: &str, found: Option<&AtomicU64>, g: &dlht::Guard) {
+    // Relaxed: a count; totals are read after the threads join.
+    match found {
+        Some(c) => c.fetch_add(1, Ordering::Relaxed),
+        None => m.get_or_insert_with(w.to_owned(), || AtomicU64::new(0), g).fetch_add(1, Ordering::Relaxed),
+    };
+}
+
+fn alloc_total(m: &dlht::AllocMap<String, AtomicU64>) -> u64 {
+    m.iter(&m.guard()).map(|(_, _, c)| c.load(Ordering::Relaxed)).sum()
 }
 
 struct WordsAllocBatch(dlht::AllocMap<String, AtomicU64>);
@@ -287,19 +293,12 @@ impl<'w> Counters<&'w str> for WordsAllocBatch {
         let mut found = [None; BATCH];
         let found = &mut found[..words.len()];
         self.0.get_many(words, found, dlht::Access::Key, &g).expect("lengths match");
-        for (&w, c) in words.iter().zip(found) {
-            match c {
-                // Relaxed: as above.
-                Some(c) => c.fetch_add(1, Ordering::Relaxed),
-                None => self
-                    .0
-                    .get_or_insert_with(w.to_owned(), || AtomicU64::new(0), &g)
-                    .fetch_add(1, Ordering::Relaxed),
-            };
+        for (&w, &mut c) in words.iter().zip(found) {
+            add_one(&self.0, w, c, &g);
         }
     }
     fn total(&self) -> u64 {
-        self.0.iter(&self.0.guard()).map(|(_, _, c)| c.load(Ordering::Relaxed)).sum()
+        alloc_total(&self.0)
     }
 }
 
