@@ -1,5 +1,10 @@
 //! dlht-server: a memcached-compatible cache on dlht's `ByteMap` (issue 24,
 //! in progress). Layers, lowest first: [`protocol`] parses memcached's text
-//! and meta protocols into commands (no I/O, no storage).
+//! and meta protocols into commands (no I/O, no storage); [`item`] lays out
+//! a stored value; [`clock`] is memcached's server clock; [`store`] runs the
+//! text protocol's commands on the map.
 
+pub mod clock;
+pub mod item;
 pub mod protocol;
+pub mod store;
