@@ -16,6 +16,21 @@ step() { printf '\n== %s\n' "$*"; }
 t0=$SECONDS
 timed() { printf '   (%ds so far)\n' $((SECONDS - t0)); }
 
+# What the server's tests run beside it, from Debian: the real memcached
+# (differential tests), libmemcached's tools, twemproxy and pymemcache.
+need=()
+command -v memcached >/dev/null || need+=(memcached)
+command -v memccapable >/dev/null || need+=(libmemcached-tools)
+command -v nutcracker >/dev/null || need+=(nutcracker)
+python3 -c 'import pymemcache' 2>/dev/null || need+=(python3-pymemcache)
+if [ "${#need[@]}" -gt 0 ]; then
+  step "installing Debian packages the server tests need: ${need[*]}"
+  if ! (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}") >/dev/null; then
+    echo "could not install ${need[*]} (the test command needs root and Debian's package mirror)" >&2
+    exit 1
+  fi
+fi
+
 # The release builds below use cargo's own release settings (no LTO, 16
 # codegen units): the build a crate that depends on dlht gets, since a
 # dependency is built with its user's profile, not this workspace's. The

@@ -5,6 +5,9 @@
 //! text protocol's commands on the map.
 
 pub mod clock;
+pub mod config;
+pub mod conn;
 pub mod item;
 pub mod protocol;
+pub mod server;
 pub mod store;

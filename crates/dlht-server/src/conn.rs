@@ -1,0 +1,244 @@
+//! One client connection: its input buffer, the parse-and-execute loop and
+//! its pending output, with backpressure (a connection whose client does not
+//! read its replies is not read either, so its buffers stay bounded).
+
+use std::io::{self, Read, Write};
+
+use mio::net::TcpStream;
+use mio::Interest;
+
+use crate::protocol::text::{parse, Limits, Parsed};
+use crate::store::{Outcome, Store};
+
+/// While more than this many reply bytes wait to be sent, the connection's
+/// input is neither parsed nor read.
+pub const MAX_PENDING_OUTPUT: usize = 4 * 1024 * 1024;
+
+/// How much free space a read asks for at least.
+const READ_CHUNK: usize = 16 * 1024;
+/// The most one read asks for.
+const MAX_READ: usize = 256 * 1024;
+/// A buffer left empty with more capacity than this is shrunk, so that an
+/// idle connection that once moved a large value does not keep its memory.
+const SHRINK_ABOVE: usize = 1024 * 1024;
+
+/// Whether a connection stays open after an event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum State {
+    /// Keep it registered.
+    Open,
+    /// Drop it: the client left, an I/O error, or a `quit` or fatal
+    /// protocol error whose replies are now sent.
+    Closed,
+}
+
+/// One client connection (memcached's `conn`).
+pub struct Conn {
+    stream: TcpStream,
+    /// Received bytes not yet parsed (the front of the stream).
+    input: Vec<u8>,
+    /// Replies; `out[written..]` is still to be sent.
+    out: Vec<u8>,
+    written: usize,
+    /// Bytes of a refused data block still to be discarded as they arrive.
+    swallow: usize,
+    /// No more input is parsed: close once `out` is sent.
+    closing: bool,
+    /// Parsing stopped at [`MAX_PENDING_OUTPUT`] with input left to parse.
+    backlogged: bool,
+    /// The interest the stream is registered with.
+    interest: Interest,
+}
+
+impl Conn {
+    /// A connection on an accepted stream, registered (by the caller) for
+    /// [`Conn::INITIAL_INTEREST`].
+    pub fn new(stream: TcpStream) -> Self {
+        Conn {
+            stream,
+            input: Vec::with_capacity(READ_CHUNK),
+            out: Vec::new(),
+            written: 0,
+            swallow: 0,
+            closing: false,
+            backlogged: false,
+            interest: Self::INITIAL_INTEREST,
+        }
+    }
+
+    /// The interest a new connection is registered with.
+    pub const INITIAL_INTEREST: Interest = Interest::READABLE;
+
+    /// The stream, to register and deregister it.
+    pub fn stream_mut(&mut self) -> &mut TcpStream {
+        &mut self.stream
+    }
+
+    /// The interest the stream is registered with now.
+    pub fn interest(&self) -> Interest {
+        self.interest
+    }
+
+    fn pending(&self) -> usize {
+        self.out.len() - self.written
+    }
+
+    /// Handles a readiness event (of any kind: reading, parsing and writing
+    /// are all retried, as mio's events are edge-triggered). Returns the
+    /// state and the interest the stream should now be registered with.
+    pub fn ready(&mut self, store: &Store, limits: &Limits) -> (State, Interest) {
+        match self.drive(store, limits) {
+            Ok(State::Open) => {
+                let wanted = if self.pending() > MAX_PENDING_OUTPUT {
+                    Interest::WRITABLE
+                } else if self.pending() > 0 {
+                    Interest::READABLE | Interest::WRITABLE
+                } else {
+                    Interest::READABLE
+                };
+                (State::Open, wanted)
+            }
+            Ok(State::Closed) | Err(_) => (State::Closed, self.interest),
+        }
+    }
+
+    /// Records the interest the caller registered the stream with.
+    pub fn set_interest(&mut self, interest: Interest) {
+        self.interest = interest;
+    }
+
+    fn drive(&mut self, store: &Store, limits: &Limits) -> io::Result<State> {
+        loop {
+            if !self.flush()? {
+                // The client is not reading: stop unless there is little
+                // pending, in which case more input may still be read.
+                if self.closing || self.pending() > MAX_PENDING_OUTPUT {
+                    return Ok(State::Open);
+                }
+            }
+            if self.closing {
+                return Ok(if self.pending() == 0 { State::Closed } else { State::Open });
+            }
+            if self.pending() > MAX_PENDING_OUTPUT {
+                return Ok(State::Open);
+            }
+            if self.backlogged {
+                // Commands left unparsed by backpressure go before any read.
+                self.process(store, limits);
+                continue;
+            }
+            if !self.input.is_empty() && self.swallow == 0 && self.input.len() >= input_bound(limits) {
+                // An incomplete command larger than any valid one (only an
+                // endless get line can do this): memcached would run out of
+                // memory; close instead.
+                return Ok(State::Closed);
+            }
+            let len = self.input.len();
+            // Read into the spare capacity (bounded, as it is zeroed first).
+            let room = (self.input.capacity() - len).clamp(READ_CHUNK, MAX_READ);
+            self.input.resize(len + room, 0);
+            let read = self.stream.read(&mut self.input[len..]);
+            match read {
+                Ok(0) => {
+                    self.input.truncate(len);
+                    // The client left (perhaps mid-command): drop it.
+                    return Ok(State::Closed);
+                }
+                Ok(n) => {
+                    self.input.truncate(len + n);
+                    self.process(store, limits);
+                }
+                Err(e) => {
+                    self.input.truncate(len);
+                    match e.kind() {
+                        io::ErrorKind::WouldBlock => {
+                            self.flush()?;
+                            return Ok(if self.closing && self.pending() == 0 {
+                                State::Closed
+                            } else {
+                                State::Open
+                            });
+                        }
+                        io::ErrorKind::Interrupted => {}
+                        _ => return Err(e),
+                    }
+                }
+            }
+        }
+    }
+
+    /// Parses and executes the complete commands at the front of the input,
+    /// until the input runs out, a command closes the connection or the
+    /// output passes [`MAX_PENDING_OUTPUT`].
+    fn process(&mut self, store: &Store, limits: &Limits) {
+        let Conn { input, out, swallow, closing, written, backlogged, .. } = self;
+        *backlogged = false;
+        let mut pos = 0;
+        let skip = (*swallow).min(input.len());
+        pos += skip;
+        *swallow -= skip;
+        while pos < input.len() && !*closing {
+            if out.len() - *written > MAX_PENDING_OUTPUT {
+                *backlogged = true;
+                break;
+            }
+            match parse(&input[pos..], limits) {
+                Parsed::Incomplete => break,
+                Parsed::Command { command, consumed } => {
+                    pos += consumed;
+                    if store.execute(&command, out) == Outcome::Close {
+                        *closing = true;
+                    }
+                }
+                Parsed::Error { reply, consumed, close } => {
+                    out.extend_from_slice(reply);
+                    pos += consumed;
+                    *closing |= close;
+                }
+                Parsed::Swallow { reply, line, remaining } => {
+                    out.extend_from_slice(reply);
+                    pos += line;
+                    let skip = remaining.min(input.len() - pos);
+                    pos += skip;
+                    *swallow = remaining - skip;
+                }
+            }
+        }
+        input.drain(..pos);
+        if input.is_empty() && input.capacity() > SHRINK_ABOVE {
+            input.shrink_to(READ_CHUNK);
+        }
+    }
+
+    /// Writes pending output until it is all sent (`true`) or the socket
+    /// would block (`false`).
+    fn flush(&mut self) -> io::Result<bool> {
+        while self.written < self.out.len() {
+            match self.stream.write(&self.out[self.written..]) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => self.written += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    if self.written > self.out.len() / 2 {
+                        self.out.drain(..self.written);
+                        self.written = 0;
+                    }
+                    return Ok(false);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        self.out.clear();
+        self.written = 0;
+        if self.out.capacity() > SHRINK_ABOVE {
+            self.out.shrink_to(SHRINK_ABOVE);
+        }
+        Ok(true)
+    }
+}
+
+/// The most unparsed input a connection may hold: a largest data block and
+/// its line, or a (very long) get line.
+fn input_bound(limits: &Limits) -> usize {
+    limits.max_item_size.saturating_add(1024 * 1024).max(16 * 1024 * 1024)
+}
