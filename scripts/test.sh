@@ -22,7 +22,7 @@ need=()
 command -v memcached >/dev/null || need+=(memcached)
 command -v memccapable >/dev/null || need+=(libmemcached-tools)
 command -v nutcracker >/dev/null || need+=(nutcracker)
-python3 -c 'import pymemcache' 2>/dev/null || need+=(python3-pymemcache)
+{ /usr/bin/python3 -c 'import pymemcache' || python3 -c 'import pymemcache'; } 2>/dev/null || need+=(python3-pymemcache)
 if [ "${#need[@]}" -gt 0 ]; then
   step "installing Debian packages the server tests need: ${need[*]}"
   if ! (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}") >/dev/null; then

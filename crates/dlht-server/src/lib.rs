@@ -2,7 +2,8 @@
 //! in progress). Layers, lowest first: [`protocol`] parses memcached's text
 //! and meta protocols into commands (no I/O, no storage); [`item`] lays out
 //! a stored value; [`clock`] is memcached's server clock; [`store`] runs the
-//! text protocol's commands on the map.
+//! text and meta commands on the map; [`conn`] and [`server`] are the
+//! network side (mio event loops); [`config`] is the command line.
 
 pub mod clock;
 pub mod config;

@@ -6,7 +6,8 @@
 //! the exact version judged (or an insert where the key was absent), and
 //! judges again if another thread got there first, so read-modify-write
 //! commands are lock-free and never lose an update. Expiry and `flush_all`
-//! are lazy: a dead item is a miss, removed when met.
+//! are lazy: a dead item is a miss, removed when met. The meta commands
+//! are in the `meta` submodule.
 
 use std::io::Write as _;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
@@ -18,11 +19,11 @@ use crate::item::{self, ItemRef, Meta, HEADER};
 use crate::protocol::reply;
 use crate::protocol::text::{Command, Limits, StoreOp, DEFAULT_MAX_ITEM_SIZE};
 
+mod meta;
+
 /// The version `version` and `stats` report.
 pub const VERSION: &str = "1.6.18-dlht";
 
-/// The reply to meta commands until they are implemented.
-pub const SERVER_ERROR_META_NOT_IMPLEMENTED: &[u8] = b"SERVER_ERROR meta commands not implemented yet\r\n";
 /// The reply to administration commands (`slabs`, `lru`, ...) until they
 /// are implemented.
 pub const SERVER_ERROR_ADMIN_NOT_IMPLEMENTED: &[u8] = b"SERVER_ERROR command not implemented yet\r\n";
@@ -121,6 +122,9 @@ pub struct Counters {
     pub store_too_large: AtomicU64,
     /// Items ever linked (a store, or an incr/decr that made the value longer).
     pub total_items: AtomicU64,
+    /// memcached's `meta_cmds` (`stats`' `cmd_meta`): in 1.6.18 only `me`
+    /// moves it; mg/ms/md/ma count as gets, sets, deletes and deltas.
+    pub meta_cmds: AtomicU64,
 }
 
 impl Counters {
@@ -150,6 +154,7 @@ impl Counters {
             &self.store_no_memory,
             &self.store_too_large,
             &self.total_items,
+            &self.meta_cmds,
         ] {
             c.store(0, Relaxed);
         }
@@ -292,7 +297,7 @@ impl Store {
         now: u32,
         out: &mut Vec<u8>,
         guard: &'g Guard,
-        mut judge: impl FnMut(Option<ItemRef<'_>>, &mut Vec<u8>) -> Verdict<R>,
+        mut judge: impl FnMut(Option<ItemRef<'g>>, &mut Vec<u8>) -> Verdict<R>,
     ) -> Result<Option<R>, dlht::Error> {
         let start = out.len();
         let mut current: Option<ValueRef<'g>> = self.map.get(key, guard);
@@ -405,7 +410,7 @@ impl Store {
             },
             Command::Shutdown { .. } => out.extend_from_slice(reply::SHUTDOWN_NOT_ENABLED),
             Command::Admin { .. } => out.extend_from_slice(SERVER_ERROR_ADMIN_NOT_IMPLEMENTED),
-            Command::Meta(_) => out.extend_from_slice(SERVER_ERROR_META_NOT_IMPLEMENTED),
+            Command::Meta(m) => self.meta(m, now, out, &guard),
         }
         Outcome::Continue
     }
@@ -648,7 +653,7 @@ impl Store {
         stat("cmd_set", &load(&c.cmd_set));
         stat("cmd_flush", &load(&c.cmd_flush));
         stat("cmd_touch", &load(&c.cmd_touch));
-        stat("cmd_meta", &0);
+        stat("cmd_meta", &load(&c.meta_cmds));
         stat("get_hits", &load(&c.get_hits));
         stat("get_misses", &load(&c.get_misses));
         stat("get_expired", &load(&c.get_expired));
@@ -745,13 +750,13 @@ mod tests {
 
     const T0: i64 = 1_700_000_000;
 
-    fn store() -> Store {
+    pub(super) fn store() -> Store {
         Store::new(Clock::manual(T0, 62), Settings::default())
     }
 
     /// Parse and run every command of `input`; the replies, and whether a
     /// command asked to close.
-    fn run_all(s: &Store, input: &[u8]) -> (Vec<u8>, Outcome) {
+    pub(super) fn run_all(s: &Store, input: &[u8]) -> (Vec<u8>, Outcome) {
         let mut out = Vec::new();
         let mut rest = input;
         loop {
@@ -774,11 +779,11 @@ mod tests {
         }
     }
 
-    fn run(s: &Store, input: &str) -> String {
+    pub(super) fn run(s: &Store, input: &str) -> String {
         String::from_utf8(run_all(s, input.as_bytes()).0).unwrap()
     }
 
-    fn stat(s: &Store, name: &str) -> u64 {
+    pub(super) fn stat(s: &Store, name: &str) -> u64 {
         let all = run(s, "stats\r\n");
         let prefix = format!("STAT {name} ");
         all.lines().find_map(|l| l.strip_prefix(&prefix)).unwrap().parse().unwrap()
@@ -1128,7 +1133,7 @@ mod tests {
              STAT item_size_max 1048576\r\nSTAT flush_enabled yes\r\nEND\r\n"
         );
         assert_eq!(run(&s, "shutdown\r\n"), "ERROR: shutdown not enabled\r\n");
-        assert_eq!(run(&s, "mn\r\n"), "SERVER_ERROR meta commands not implemented yet\r\n");
+        assert_eq!(run(&s, "mn\r\n"), "MN\r\n");
         let (out, outcome) = run_all(&s, b"version\r\nquit\r\nversion\r\n");
         assert_eq!((out, outcome), (b"VERSION 1.6.18-dlht\r\n".to_vec(), Outcome::Close));
         run(&s, "get a\r\n");
