@@ -16,6 +16,7 @@ use dlht::{ByteMap, Guard, ValueRef};
 
 use crate::clock::{is_expired, Clock, ITEM_UPDATE_INTERVAL};
 use crate::item::{self, ItemRef, Meta, HEADER};
+use crate::protocol::num::safe_strtoull;
 use crate::protocol::reply;
 use crate::protocol::text::{Command, Limits, StoreOp, DEFAULT_MAX_ITEM_SIZE};
 
@@ -561,7 +562,7 @@ impl Store {
             let Some(item) = live else { return Verdict::Keep(&b"NOT_FOUND\r\n"[..]) };
             // memcached: "Can't delta zero byte values"; then strtoull on
             // the data (followed by "\r\n" in its item: end of data is fine).
-            let Some(old) = (!item.data.is_empty()).then(|| strtoull(item.data)).flatten() else {
+            let Some(old) = (!item.data.is_empty()).then(|| safe_strtoull(item.data)).flatten() else {
                 return Verdict::Keep(CLIENT_ERROR_NON_NUMERIC);
             };
             value = if incr { old.wrapping_add(delta) } else { old.saturating_sub(delta) };
@@ -681,38 +682,6 @@ impl Store {
         stat("evictions", &0);
         out.extend_from_slice(b"END\r\n");
     }
-}
-
-/// memcached's `safe_strtoull` on an item's data (the parser's copy is
-/// private to `protocol`): C whitespace, one sign, decimal digits (overflow
-/// fails), then the end or whitespace; a negated value is refused only if
-/// it looks negative as an `i64` and a '-' was given.
-fn strtoull(data: &[u8]) -> Option<u64> {
-    let is_space = |b: &u8| matches!(b, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r');
-    let mut rest = data;
-    while let Some((_, tail)) = rest.split_first().filter(|(b, _)| is_space(b)) {
-        rest = tail;
-    }
-    let negative = rest.first() == Some(&b'-');
-    if matches!(rest.first(), Some(b'+' | b'-')) {
-        rest = rest.get(1..).unwrap_or_default();
-    }
-    let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
-    let (number, after) = rest.split_at(digits);
-    if digits == 0 || after.first().is_some_and(|b| !is_space(b)) {
-        return None;
-    }
-    let mut value = 0u64;
-    for d in number {
-        value = value.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
-    }
-    if negative {
-        value = value.wrapping_neg();
-        if (value as i64) < 0 {
-            return None;
-        }
-    }
-    Some(value)
 }
 
 /// Append `r` unless the command said `noreply`.
@@ -1003,15 +972,15 @@ mod tests {
 
     #[test]
     fn strtoull_quirks() {
-        assert_eq!(strtoull(b"42"), Some(42));
-        assert_eq!(strtoull(b"\t 42 junk"), Some(42));
-        assert_eq!(strtoull(b"42x"), None);
-        assert_eq!(strtoull(b"-0"), Some(0));
-        assert_eq!(strtoull(b"-18446744073709551615"), Some(1));
-        assert_eq!(strtoull(b"-1"), None);
-        assert_eq!(strtoull(b""), None);
-        assert_eq!(strtoull(b"+"), None);
-        assert_eq!(strtoull(b"99999999999999999999"), None);
+        assert_eq!(safe_strtoull(b"42"), Some(42));
+        assert_eq!(safe_strtoull(b"\t 42 junk"), Some(42));
+        assert_eq!(safe_strtoull(b"42x"), None);
+        assert_eq!(safe_strtoull(b"-0"), Some(0));
+        assert_eq!(safe_strtoull(b"-18446744073709551615"), Some(1));
+        assert_eq!(safe_strtoull(b"-1"), None);
+        assert_eq!(safe_strtoull(b""), None);
+        assert_eq!(safe_strtoull(b"+"), None);
+        assert_eq!(safe_strtoull(b"99999999999999999999"), None);
     }
 
     #[test]

@@ -7,6 +7,6 @@
 //! replies of the real memcached 1.6.18 that the parser reproduces.
 
 pub mod meta;
-mod num;
+pub(crate) mod num;
 pub mod reply;
 pub mod text;
