@@ -56,6 +56,7 @@ impl Clock {
     pub fn now(&self) -> u32 {
         match &self.source {
             Source::System => u32::try_from((unix_now() - self.process_started).max(0)).unwrap_or(u32::MAX),
+            // Relaxed: a test's clock, one number read on its own.
             Source::Manual(now) => now.load(Ordering::Relaxed),
         }
     }

@@ -256,6 +256,7 @@ impl Acceptor {
                         continue;
                     }
                     counters.curr_connections.fetch_add(1, Ordering::SeqCst);
+                    // Relaxed: a statistic.
                     counters.total_connections.fetch_add(1, Ordering::Relaxed);
                     let _ = stream.set_nodelay(true);
                     let (tx, waker) = &self.workers[self.next % self.workers.len()];

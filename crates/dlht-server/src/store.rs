@@ -10,7 +10,11 @@
 //! are in the `meta` submodule.
 
 use std::io::Write as _;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+// Orderings: the counters, the verbosity and the cas counter are Relaxed —
+// each is one number on its own (statistics; a cas unique only needs the
+// atomicity of fetch_add). flush_all's two words are the one pair read
+// together: see `dead` and `flush_all`.
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Acquire, Ordering::Relaxed, Ordering::Release};
 
 use dlht::{ByteMap, Guard, ValueRef};
 
@@ -243,7 +247,9 @@ impl Store {
 
     /// memcached's `item_is_flushed` and `is_expired`, in its order.
     fn dead(&self, item: &ItemRef<'_>, now: u32) -> Option<Dead> {
-        let oldest_live = self.oldest_live.load(Relaxed);
+        // Acquire: pairs with flush_all's Release, so the oldest_cas read
+        // next is at least the one stored with this oldest_live.
+        let oldest_live = self.oldest_live.load(Acquire);
         if oldest_live != 0 && oldest_live <= now {
             let oldest_cas = self.oldest_cas.load(Relaxed);
             if item.time <= oldest_live || (oldest_cas != 0 && item.cas != 0 && item.cas < oldest_cas) {
@@ -613,7 +619,8 @@ impl Store {
         if oldest_live <= now {
             self.oldest_cas.store(self.next_cas(), Relaxed);
         }
-        self.oldest_live.store(oldest_live, Relaxed);
+        // Release: publishes the oldest_cas above with it (see `dead`).
+        self.oldest_live.store(oldest_live, Release);
     }
 
     /// `stats settings`: the settings this store holds, in memcached's
