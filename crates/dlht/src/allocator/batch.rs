@@ -4,9 +4,11 @@
 //! already on its way. Each pass of up to [`PASS`] requests first finds
 //! the slot words of all its keys through the index's prefetching pipeline
 //! and prefetches the entries they point to (and with [`Access::Read`] the
-//! values of the gets), then runs the requests one by one on warm lines.
+//! values of the gets, by their lengths), then runs the requests one by one
+//! on warm lines.
 
 use super::bytes::{ByteNamespace, ValueRef};
+use super::entry::{Shape, ValueWord};
 use super::{prefetch_lines, prefetch_node, Access, AllocMap, Guard, Namespace, Occupied, PASS};
 use crate::batch::StopOn;
 use crate::compute::{Computed, Op};
@@ -317,16 +319,27 @@ impl<'m, S: BuildHasher> ByteNamespace<'m, S> {
                 *kw = self.key_word(r.key());
             }
             self.map.index.get_many(&kws[..n], &mut words[..n])?;
-            for (w, r) in words[..n].iter().zip(requests) {
-                if let Some(w) = *w {
+            // The entries' first lines (a stored key, the value's length and
+            // start), for every request that found one.
+            for &w in words[..n].iter().flatten() {
+                prefetch_lines(ValueWord::from_bits(w).addr(), 1);
+            }
+            // Under `Access::Read`, the rest of each value a read will copy:
+            // its length is in the first line, which the loop above has on
+            // its way for the whole pass. (A list's entries are found only
+            // when the request runs.)
+            if access == Access::Read {
+                for (w, r) in words[..n].iter().zip(requests) {
                     let reads = matches!(r, ByteRequest::Get(_) | ByteRequest::GetOrInsert(..));
-                    // The entry's first line (a stored key, the value's
-                    // length and start); the whole value for reads under
-                    // `Access::Read` (its length is known only then).
-                    prefetch_lines(
-                        super::entry::ValueWord::from_bits(w).addr(),
-                        if reads && access == Access::Read { 4096 } else { 1 },
-                    );
+                    if let (true, Some(w)) = (reads, *w) {
+                        let w = ValueWord::from_bits(w);
+                        if w.shape() != Shape::List {
+                            // SAFETY: read from the index just now under
+                            // `guard`, which keeps it allocated; not a list,
+                            // so a blob.
+                            unsafe { ValueRef::of(w) }.prefetch();
+                        }
+                    }
                 }
             }
             for (r, out) in requests.iter().zip(responses.iter_mut()) {

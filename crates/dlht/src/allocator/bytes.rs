@@ -269,9 +269,17 @@ impl<'g> ValueRef<'g> {
     /// # Safety
     /// `e` was read from a byte map's index under a guard that lives for `'g`.
     #[inline(always)]
-    unsafe fn of(e: ValueWord) -> ValueRef<'g> {
+    pub(super) unsafe fn of(e: ValueWord) -> ValueRef<'g> {
         let blob = NonNull::new(e.addr() as *mut Blob).expect("dlht invariant: elements are allocations");
         ValueRef { blob, _g: PhantomData }
+    }
+
+    /// Prefetch every line of the value (up to 4 KiB). Reading its length
+    /// waits for the blob's first line: call it once that is on its way.
+    #[inline(always)]
+    pub(super) fn prefetch(&self) {
+        let b = self.as_bytes();
+        prefetch_lines(b.as_ptr() as usize, b.len());
     }
 }
 
@@ -830,8 +838,7 @@ impl<'m, S: BuildHasher> ByteNamespace<'m, S> {
                 *o = unsafe { value_of(e) };
                 if let (Access::Read, Some(v)) = (access, o) {
                     // The header is in cache now: the rest of the value.
-                    let b = v.as_bytes();
-                    prefetch_lines(b.as_ptr() as usize, b.len());
+                    v.prefetch();
                 }
             }
         }
