@@ -154,6 +154,8 @@ fn push_next<'i>(idx: &'i Index, b: usize, class: Class, work: &mut Vec<(&'i Ind
 pub(crate) struct ClassWalk<'i> {
     index: &'i Index,
     next_bin: usize,
+    /// Bins still to read.
+    bins_left: usize,
     buf: Vec<(u64, u64)>,
     pos: usize,
 }
@@ -161,20 +163,30 @@ pub(crate) struct ClassWalk<'i> {
 impl<'i> ClassWalk<'i> {
     /// A walk over `index`, which the caller keeps allocated for `'i`.
     pub(crate) fn new(index: &'i Index) -> Self {
-        ClassWalk { index, next_bin: 0, buf: Vec::new(), pos: 0 }
+        Self::bins(index, 0, index.bins())
+    }
+
+    /// A walk over `count` bins of `index` (at most all of them) from bin
+    /// `start` modulo the number of bins, wrapping past the last: a
+    /// cache's CLOCK hand, or a sample from a random bin.
+    pub(crate) fn bins(index: &'i Index, start: usize, count: usize) -> Self {
+        let bins = index.bins();
+        ClassWalk { index, next_bin: start & (bins - 1), bins_left: count.min(bins), buf: Vec::new(), pos: 0 }
     }
 
     /// The next live `(key, value)` words, or None at the end.
     #[inline]
     pub(crate) fn next<T: Threading>(&mut self, hash: &dyn Fn(u64) -> u64) -> Option<(u64, u64)> {
         while self.pos == self.buf.len() {
-            if self.next_bin == self.index.bins() {
+            if self.bins_left == 0 {
                 return None;
             }
             self.buf.clear();
             self.pos = 0;
             collect_class::<T>(self.index, self.next_bin, hash, &mut self.buf);
-            self.next_bin += 1;
+            // Bins are a power of two (the class masks rely on it).
+            self.next_bin = (self.next_bin + 1) & (self.index.bins() - 1);
+            self.bins_left -= 1;
         }
         self.pos += 1;
         Some(self.buf[self.pos - 1])

@@ -378,3 +378,49 @@ fn concurrent_appends_and_increments_land_exactly_once() {
     assert_eq!(m.clear(&g), 3);
     assert!(m.is_empty());
 }
+
+/// `iter_bins` in chunks from any start covers each entry exactly once per
+/// turn of the hand (no resize meanwhile), in every namespace and key
+/// length; and stamps are per stored value: set through one `get`, seen
+/// through the next, fresh (0) on a replacement.
+#[test]
+fn hand_covers_every_entry_once_per_turn_and_stamps_stick() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let m = ByteMap::new();
+    let g = m.guard();
+    let ns = m.namespace(2).unwrap();
+    let n = 3000u32;
+    for i in 0..n {
+        let key = if i % 3 == 0 { format!("a longer key {i}") } else { i.to_string() };
+        if i % 2 == 0 { m.insert(key.as_bytes(), b"v", &g) } else { ns.insert(key.as_bytes(), b"v", &g) }
+            .unwrap()
+            .unwrap();
+    }
+    let bins = m.stats().bins;
+    for (start, chunk) in [(0usize, 1usize), (7, 3), (usize::MAX - 5, 64), (bins * 3 + 1, bins + 5)] {
+        let mut seen = std::collections::HashMap::new();
+        let mut hand = start;
+        let mut walked = 0;
+        while walked < bins {
+            for (ns, k, _) in m.iter_bins(hand, chunk, &g) {
+                *seen.entry((ns, k.to_vec())).or_insert(0) += 1;
+            }
+            hand = hand.wrapping_add(chunk);
+            walked += chunk;
+        }
+        assert_eq!(seen.len(), n as usize, "start {start} chunk {chunk}");
+        let extra = seen.values().filter(|&&c| c != 1).count();
+        // The last chunk may pass the start again: only then are there repeats.
+        assert!(walked == bins || chunk > 1 || extra == 0, "start {start} chunk {chunk}: {extra} repeats");
+        if walked == bins {
+            assert_eq!(extra, 0, "start {start} chunk {chunk}");
+        }
+    }
+    let v = m.get(b"4", &g).unwrap();
+    v.stamp().store(9, Relaxed);
+    assert_eq!(m.get(b"4", &g).unwrap().stamp().load(Relaxed), 9);
+    assert_eq!(ns.get(b"5", &g).unwrap().stamp().load(Relaxed), 0);
+    m.upsert(b"4", b"w", &g).unwrap();
+    assert_eq!(m.get(b"4", &g).unwrap().stamp().load(Relaxed), 0);
+    assert_eq!(v.stamp().load(Relaxed), 9, "the replaced value keeps its own");
+}

@@ -5,8 +5,9 @@
 //! value's address without reading it; a longer key is an 8-byte
 //! signature in the slot, and key and value share one allocation.
 //!
-//! An allocation (a *blob*) is an 8-byte header with the two lengths, then
-//! the key's bytes (longer keys only), then the value's.
+//! An allocation (a *blob*) is a 12-byte header with the two lengths and
+//! the entry's stamp, then the key's bytes (longer keys only), then the
+//! value's.
 
 use super::entry::{Element, Fresh, Shape, ValueWord};
 use super::pointers::{PointerIndex, PointerIter};
@@ -21,6 +22,7 @@ use core::hash::BuildHasher;
 use core::marker::PhantomData;
 use core::ops::Deref;
 use core::ptr::NonNull;
+use core::sync::atomic::AtomicU32;
 
 /// A concurrent map from byte strings to byte strings (the paper's
 /// allocator mode with its slot layout): keys of at most 8 bytes live in
@@ -109,6 +111,30 @@ impl<'g> ValueRef<'g> {
         unsafe { Blob::value(self.blob.as_ptr()) }
     }
 
+    /// The entry's stamp: a word of this stored value's own that the map
+    /// never reads and starts at 0, which any thread may change through a
+    /// shared reference — where a cache keeps recency without a new
+    /// version of the value (dlht-server's CLOCK reference bit). A value
+    /// that replaces this one has a stamp of its own, at 0.
+    ///
+    /// ```
+    /// use std::sync::atomic::Ordering;
+    ///
+    /// let m = dlht::ByteMap::new();
+    /// let g = m.guard();
+    /// m.insert(b"k", b"v", &g).unwrap().unwrap();
+    /// let v = m.get(b"k", &g).unwrap();
+    /// assert_eq!(v.stamp().load(Ordering::Relaxed), 0);
+    /// v.stamp().store(7, Ordering::Relaxed); // "used lately"
+    /// assert_eq!(m.get(b"k", &g).unwrap().stamp().load(Ordering::Relaxed), 7);
+    /// ```
+    #[inline]
+    pub fn stamp(&self) -> &'g AtomicU32 {
+        // SAFETY: a published blob, freed only after the guard of 'g; the
+        // stamp is the header's one mutable field, an atomic.
+        unsafe { &(*self.blob.as_ptr()).stamp }
+    }
+
     /// True if both refer to the same stored value (not merely equal
     /// bytes): what [`ByteMap::compare_and_replace`] compares.
     pub fn ptr_eq(a: ValueRef<'_>, b: ValueRef<'_>) -> bool {
@@ -158,11 +184,14 @@ impl fmt::Debug for KeyBytes<'_> {
 }
 
 /// The header of a blob; the key's bytes (entries only) and the value's
-/// follow it.
+/// follow it. The lengths never change; the stamp is the user's
+/// ([`ValueRef::stamp`]). 12 bytes: with the allocator's 16-byte rounding
+/// the stamp costs an entry 4 bytes or nothing.
 #[repr(C)]
 pub(crate) struct Blob {
     key_len: u32,
     value_len: u32,
+    stamp: AtomicU32,
 }
 
 impl Blob {
@@ -181,7 +210,7 @@ impl Blob {
     /// A fresh blob of `key` (empty for an inline key) and `value`.
     fn try_new(key: &[u8], value: &[u8]) -> Result<NonNull<Blob>, Error> {
         let len = |b: &[u8]| u32::try_from(b.len()).map_err(|_| Error::TooLong { bytes: b.len() });
-        let header = Blob { key_len: len(key)?, value_len: len(value)? };
+        let header = Blob { key_len: len(key)?, value_len: len(value)?, stamp: AtomicU32::new(0) };
         let layout = Self::layout(key.len(), value.len())?;
         // SAFETY: the layout holds at least the header, so is not zero-sized.
         let p = unsafe { std::alloc::alloc(layout) };
@@ -215,7 +244,7 @@ impl Blob {
     unsafe fn value<'g>(p: *const Blob) -> &'g [u8] {
         // SAFETY: the caller's contract; the header says where and how many.
         unsafe {
-            let Blob { key_len, value_len } = *p;
+            let (key_len, value_len) = ((*p).key_len, (*p).value_len);
             core::slice::from_raw_parts(
                 p.cast::<u8>().add(Self::HEADER + key_len as usize),
                 value_len as usize,
@@ -230,7 +259,7 @@ impl Element for Blob {
         // SAFETY: a blob made by `try_new` (the caller's contract), whose
         // header gives back the layout it was allocated with.
         unsafe {
-            let Blob { key_len, value_len } = *p;
+            let (key_len, value_len) = ((*p).key_len, (*p).value_len);
             let layout = Blob::layout(key_len as usize, value_len as usize)
                 .expect("dlht invariant: the layout it was made with");
             std::alloc::dealloc(p.cast(), layout);
@@ -713,6 +742,31 @@ impl<S: BuildHasher> ByteMap<S> {
         ByteIter { inner: self.index.iter(guard) }
     }
 
+    /// [`iter`](Self::iter) over part of the index: `count` of its bins
+    /// from bin `start`, both taken modulo the number of bins (a power of
+    /// two), wrapping past the last. A cache walks its CLOCK hand this way
+    /// (`start` a counter it advances by `count`), or samples entries
+    /// from a random bin. Every entry is in exactly one bin; a resize
+    /// meanwhile can make consecutive calls skip or repeat some.
+    ///
+    /// ```
+    /// let m = dlht::ByteMap::new();
+    /// let g = m.guard();
+    /// for i in 0..100u32 {
+    ///     m.insert(&i.to_le_bytes(), b"v", &g).unwrap().unwrap();
+    /// }
+    /// // A hand going once around: every entry once.
+    /// let (mut hand, mut seen) = (12345usize, 0);
+    /// while seen < 100 {
+    ///     seen += m.iter_bins(hand, 4, &g).count();
+    ///     hand = hand.wrapping_add(4);
+    /// }
+    /// assert_eq!(seen, 100);
+    /// ```
+    pub fn iter_bins<'g>(&'g self, start: usize, count: usize, guard: &'g Guard) -> ByteIter<'g> {
+        ByteIter { inner: self.index.iter_bins(start, count, guard) }
+    }
+
     /// The entries at one instant, even under concurrent updates (see
     /// [`AllocMap::snapshot`](crate::AllocMap::snapshot)), as
     /// `(namespace, key, value)`, readable while `guard` lives.
@@ -1185,8 +1239,9 @@ mod tests {
             assert_eq!(Blob::value(p.as_ptr()), b"value!");
             Blob::free(p.as_ptr() as usize);
         }
-        assert_eq!(Blob::HEADER, 8);
-        assert_eq!(Blob::layout(3, 6).unwrap().size(), 17);
+        assert_eq!(Blob::HEADER, 12);
+        assert_eq!(Blob::layout(3, 6).unwrap().size(), 21);
+        assert_eq!(align_of::<Blob>(), 4);
     }
 
     #[test]

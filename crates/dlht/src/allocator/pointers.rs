@@ -303,6 +303,12 @@ impl<E: Element, H: BuildHasher> PointerIndex<E, H> {
         PointerIter { inner: Source::Walk(self.index.iter()), list: None }
     }
 
+    /// [`iter`](Self::iter) over `count` bins from bin `start` (modulo the
+    /// bins, wrapping).
+    pub fn iter_bins<'g>(&'g self, start: usize, count: usize, _guard: &'g Guard) -> PointerIter<'g, H> {
+        PointerIter { inner: Source::Walk(crate::map::Iter::bins(&self.index, start, count)), list: None }
+    }
+
     /// Every element at one instant (the index's strong snapshot), as
     /// (key word, element). The elements stay readable while `guard` lives:
     /// it was pinned before the snapshot, so nothing retired since is freed.

@@ -30,12 +30,17 @@ pub struct Iter<'m, K, V, S = DefaultHashBuilder> {
 
 impl<'m, K: Inline, V: Inline, S: BuildHasher> Iter<'m, K, V, S> {
     pub(super) fn new(map: &'m Map<K, V, S>) -> Self {
+        Self::bins(map, 0, usize::MAX)
+    }
+
+    /// A walk over `count` bins from bin `start` (see [`ClassWalk::bins`]).
+    pub(crate) fn bins(map: &'m Map<K, V, S>, start: usize, count: usize) -> Self {
         let guard = map.core.pin();
         let index: *const crate::raw::index::Index = map.core.current(&guard);
         // SAFETY: the index stays allocated while `guard` lives (see
         // `Core::current`), and the guard moves into the iterator with the
         // walk, outliving it (fields drop in order).
-        let walk = ClassWalk::new(unsafe { &*index });
+        let walk = ClassWalk::bins(unsafe { &*index }, start, count);
         Iter { map, walk, _guard: guard }
     }
 }
