@@ -24,7 +24,10 @@ use crate::protocol::num::safe_strtoull;
 use crate::protocol::reply;
 use crate::protocol::text::{Command, Limits, StoreOp, DEFAULT_MAX_ITEM_SIZE};
 
+mod evict;
 mod meta;
+
+pub use evict::{Crawler, Policy, ALLOC_OVERHEAD};
 
 /// The version `version` and `stats` report.
 pub const VERSION: &str = "1.6.18-dlht";
@@ -130,6 +133,17 @@ pub struct Counters {
     /// memcached's `meta_cmds` (`stats`' `cmd_meta`): in 1.6.18 only `me`
     /// moves it; mg/ms/md/ma count as gets, sets, deletes and deltas.
     pub meta_cmds: AtomicU64,
+    /// Live items removed to make room under `-m`.
+    pub evictions: AtomicU64,
+    /// Of those, items no get ever found.
+    pub evicted_unfetched: AtomicU64,
+    /// Expired or flushed items whose memory eviction or the crawler
+    /// took back.
+    pub reclaimed: AtomicU64,
+    /// Of those reclaimed as expired, items no get ever found.
+    pub expired_unfetched: AtomicU64,
+    /// Of `reclaimed`, those the crawler took back.
+    pub crawler_reclaimed: AtomicU64,
 }
 
 impl Counters {
@@ -160,6 +174,11 @@ impl Counters {
             &self.store_too_large,
             &self.total_items,
             &self.meta_cmds,
+            &self.evictions,
+            &self.evicted_unfetched,
+            &self.reclaimed,
+            &self.expired_unfetched,
+            &self.crawler_reclaimed,
         ] {
             c.store(0, Relaxed);
         }
@@ -201,6 +220,7 @@ pub struct Store {
     /// The level `verbosity` last set (`stats settings` reports it).
     verbosity: AtomicU32,
     counters: Counters,
+    evictor: evict::Evictor,
 }
 
 impl Default for Store {
@@ -211,8 +231,14 @@ impl Default for Store {
 
 impl Store {
     /// An empty cache on `clock` (use [`Clock::manual`] to control time in
-    /// tests).
+    /// tests), evicting by the policy `DLHT_EVICTION` names (the default:
+    /// [`Policy::Clock`]).
     pub fn new(clock: Clock, settings: Settings) -> Self {
+        Self::with_policy(clock, settings, Policy::from_env())
+    }
+
+    /// An empty cache evicting by `policy`.
+    pub fn with_policy(clock: Clock, settings: Settings, policy: Policy) -> Self {
         Store {
             map: ByteMap::new(),
             clock,
@@ -222,6 +248,7 @@ impl Store {
             settings,
             verbosity: AtomicU32::new(0),
             counters: Counters::default(),
+            evictor: evict::Evictor::new(policy),
         }
     }
 
@@ -322,12 +349,21 @@ impl Store {
                 }
                 Verdict::Store => {
                     let new = out.get(start..).unwrap_or_default();
+                    if let Err(e) = self.make_room(key.len() + new.len(), now, guard) {
+                        out.truncate(start);
+                        return Err(e);
+                    }
                     let result = match current {
                         Some(c) => self.map.compare_and_replace(key, c, new, guard).map(|r| r.map(drop)),
                         None => self.map.insert(key, new, guard).map(|r| r.map_err(Some)),
                     };
                     match result {
-                        Ok(Ok(())) => return Ok(None),
+                        Ok(Ok(())) => {
+                            // The insert may have grown the index past the
+                            // limit: evict back under it (best effort).
+                            let _ = self.make_room(0, now, guard);
+                            return Ok(None);
+                        }
                         Ok(Err(now_there)) => current = now_there,
                         Err(e) => {
                             out.truncate(start);
@@ -432,6 +468,7 @@ impl Store {
         match self.live_counted(&value, now) {
             Some(item) => {
                 bump(&self.counters.get_hits);
+                self.note_access(value);
                 push_value(out, key, &item, cas);
             }
             None => {
@@ -684,9 +721,11 @@ impl Store {
         stat("bytes", &self.map.memory().value_bytes);
         stat("curr_items", &self.map.len());
         stat("total_items", &load(&c.total_items));
-        stat("expired_unfetched", &0);
-        stat("evicted_unfetched", &0);
-        stat("evictions", &0);
+        stat("expired_unfetched", &load(&c.expired_unfetched));
+        stat("evicted_unfetched", &load(&c.evicted_unfetched));
+        stat("evictions", &load(&c.evictions));
+        stat("reclaimed", &load(&c.reclaimed));
+        stat("crawler_reclaimed", &load(&c.crawler_reclaimed));
         out.extend_from_slice(b"END\r\n");
     }
 }

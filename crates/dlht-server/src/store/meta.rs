@@ -73,7 +73,10 @@ impl Store {
         let found: Option<(ItemRef<'_>, bool)> = if ttl.is_none() && vivify.is_none() {
             match self.map.get(k, guard) {
                 Some(v) => match self.live_counted(v.as_bytes(), now) {
-                    Some(item) => Some((item, false)),
+                    Some(item) => {
+                        self.note_access(v);
+                        Some((item, false))
+                    }
                     None => {
                         self.remove_dead(k, now, guard);
                         None
