@@ -16,7 +16,7 @@ use std::io::Write as _;
 // together: see `dead` and `flush_all`.
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Acquire, Ordering::Relaxed, Ordering::Release};
 
-use dlht::{ByteMap, Guard, ValueRef};
+use dlht::{Access, ByteMap, Guard, ValueRef};
 
 use crate::clock::{is_expired, Clock, ITEM_UPDATE_INTERVAL};
 use crate::item::{self, ItemRef, Meta, HEADER};
@@ -28,6 +28,10 @@ mod evict;
 mod meta;
 
 pub use evict::{Crawler, Policy, ALLOC_OVERHEAD};
+
+/// Keys of a multi-get looked up together (one pass of the map's
+/// prefetching pipeline).
+const GET_PASS: usize = 32;
 
 /// The version `version` and `stats` report.
 pub const VERSION: &str = "1.6.18-dlht";
@@ -381,9 +385,7 @@ impl Store {
         let now = self.clock.now();
         match command {
             Command::Get { keys, cas } => {
-                for key in keys.clone() {
-                    self.get(key, *cas, now, out, &guard);
-                }
+                self.get_many(keys.clone(), *cas, now, out, &guard);
                 out.extend_from_slice(b"END\r\n");
             }
             Command::Gat { exptime, keys, cas } => {
@@ -458,10 +460,52 @@ impl Store {
         Outcome::Continue
     }
 
-    /// One key of get/gets.
-    fn get(&self, key: &[u8], cas: bool, now: u32, out: &mut Vec<u8>, guard: &Guard) {
+    /// The keys of a get/gets, [`GET_PASS`] at a time through the map's
+    /// prefetching `get_many` (a multi-get is the paper's batch): the index
+    /// lookups overlap, then every value found is prefetched whole before
+    /// the first is copied out.
+    fn get_many<'k>(
+        &self,
+        keys: impl Iterator<Item = &'k [u8]>,
+        cas: bool,
+        now: u32,
+        out: &mut Vec<u8>,
+        guard: &Guard,
+    ) {
+        let mut keys = keys.peekable();
+        let mut pass: [&[u8]; GET_PASS] = [&[]; GET_PASS];
+        let mut found: [Option<ValueRef<'_>>; GET_PASS] = [None; GET_PASS];
+        while keys.peek().is_some() {
+            let mut n = 0;
+            for (slot, key) in pass.iter_mut().zip(keys.by_ref()) {
+                *slot = key;
+                n += 1;
+            }
+            if n == 1 {
+                self.get(pass[0], self.map.get(pass[0], guard), cas, now, out, guard);
+                continue;
+            }
+            self.map
+                .get_many(&pass[..n], &mut found[..n], Access::Read, guard)
+                .expect("dlht-server invariant: as many answers as keys");
+            for (key, value) in pass[..n].iter().zip(&found[..n]) {
+                self.get(key, *value, cas, now, out, guard);
+            }
+        }
+    }
+
+    /// One key of get/gets, whose value the map gave as `value`.
+    fn get(
+        &self,
+        key: &[u8],
+        value: Option<ValueRef<'_>>,
+        cas: bool,
+        now: u32,
+        out: &mut Vec<u8>,
+        guard: &Guard,
+    ) {
         bump(&self.counters.cmd_get);
-        let Some(value) = self.map.get(key, guard) else {
+        let Some(value) = value else {
             bump(&self.counters.get_misses);
             return;
         };
