@@ -14,7 +14,9 @@ use std::io::Write as _;
 // each is one number on its own (statistics; a cas unique only needs the
 // atomicity of fetch_add). flush_all's two words are the one pair read
 // together: see `dead` and `flush_all`.
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Acquire, Ordering::Relaxed, Ordering::Release};
+use std::sync::atomic::{
+    AtomicU32, AtomicU64, AtomicUsize, Ordering::Acquire, Ordering::Relaxed, Ordering::Release,
+};
 
 use dlht::{Access, ByteMap, Guard, ValueRef};
 
@@ -189,6 +191,24 @@ impl Counters {
     }
 }
 
+/// Shards of the counters: more than the threads a server runs.
+const COUNTER_SHARDS: usize = 64;
+
+/// One shard of the counters, on lines of its own.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct Shard(Counters);
+
+/// The calling thread's shard number: threads take numbers in turn.
+fn shard_index() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        // Relaxed: a ticket, nothing published with it.
+        static INDEX: usize = NEXT.fetch_add(1, Relaxed);
+    }
+    INDEX.with(|i| *i)
+}
+
 fn bump(counter: &AtomicU64) {
     counter.fetch_add(1, Relaxed);
 }
@@ -223,7 +243,9 @@ pub struct Store {
     settings: Settings,
     /// The level `verbosity` last set (`stats settings` reports it).
     verbosity: AtomicU32,
-    counters: Counters,
+    /// memcached's per-thread statistics: one shard per thread (by
+    /// [`shard_index`]), so that counting a get writes no shared line.
+    counters: Box<[Shard]>,
     evictor: evict::Evictor,
 }
 
@@ -251,7 +273,7 @@ impl Store {
             oldest_cas: AtomicU64::new(0),
             settings,
             verbosity: AtomicU32::new(0),
-            counters: Counters::default(),
+            counters: (0..COUNTER_SHARDS).map(|_| Shard::default()).collect(),
             evictor: evict::Evictor::new(policy),
         }
     }
@@ -261,9 +283,26 @@ impl Store {
         &self.clock
     }
 
-    /// The counters (the server layer moves the connection ones).
+    /// The counters the server layer moves (the connections'): one shard
+    /// of them, the same for every thread. The store counts in the shard
+    /// of the thread it runs on; [`total`](Self::total) and `stats` sum
+    /// the shards.
     pub fn counters(&self) -> &Counters {
-        &self.counters
+        &self.counters[0].0
+    }
+
+    /// The calling thread's shard of the counters: a line no other thread
+    /// writes, unless more threads than shards count.
+    #[inline]
+    fn local(&self) -> &Counters {
+        &self.counters[shard_index() & (COUNTER_SHARDS - 1)].0
+    }
+
+    /// One counter summed over the shards (wrapping: a gauge may go up in
+    /// one shard and down in another).
+    pub fn total(&self, counter: impl Fn(&Counters) -> &AtomicU64) -> u64 {
+        // Relaxed: statistics; each shard's word is read once.
+        self.counters.iter().fold(0u64, |sum, shard| sum.wrapping_add(counter(&shard.0).load(Relaxed)))
     }
 
     /// The map of items (keys to [`item`](crate::item)-encoded values).
@@ -306,11 +345,11 @@ impl Store {
         match self.dead(&item, now) {
             None => Some(item),
             Some(Dead::Flushed) => {
-                bump(&self.counters.get_flushed);
+                bump(&self.local().get_flushed);
                 None
             }
             Some(Dead::Expired) => {
-                bump(&self.counters.get_expired);
+                bump(&self.local().get_expired);
                 None
             }
         }
@@ -403,11 +442,11 @@ impl Store {
             Command::Delete { key, noreply } => {
                 let r = match self.map.remove(key, &guard) {
                     Some(v) if self.live_counted(&v, now).is_some() => {
-                        bump(&self.counters.delete_hits);
+                        bump(&self.local().delete_hits);
                         &b"DELETED\r\n"[..]
                     }
                     _ => {
-                        bump(&self.counters.delete_misses);
+                        bump(&self.local().delete_misses);
                         &b"NOT_FOUND\r\n"[..]
                     }
                 };
@@ -448,7 +487,7 @@ impl Store {
                 None => self.stats(now, out),
                 Some(b"settings") => self.stats_settings(out),
                 Some(b"reset") => {
-                    self.counters.reset();
+                    self.counters.iter().for_each(|shard| shard.0.reset());
                     out.extend_from_slice(b"RESET\r\n");
                 }
                 Some(_) => out.extend_from_slice(reply::ERROR),
@@ -504,19 +543,19 @@ impl Store {
         out: &mut Vec<u8>,
         guard: &Guard,
     ) {
-        bump(&self.counters.cmd_get);
+        bump(&self.local().cmd_get);
         let Some(value) = value else {
-            bump(&self.counters.get_misses);
+            bump(&self.local().get_misses);
             return;
         };
         match self.live_counted(&value, now) {
             Some(item) => {
-                bump(&self.counters.get_hits);
+                bump(&self.local().get_hits);
                 self.note_access(value);
                 push_value(out, key, &item, cas);
             }
             None => {
-                bump(&self.counters.get_misses);
+                bump(&self.local().get_misses);
                 self.remove_dead(key, now, guard);
             }
         }
@@ -526,7 +565,7 @@ impl Store {
     /// the same data, flags and cas, as memcached keeps the cas on touch):
     /// the new item's bytes at `out[start..]` where `start` is returned.
     fn touch(&self, key: &[u8], exptime: u32, now: u32, out: &mut Vec<u8>, guard: &Guard) -> Option<usize> {
-        bump(&self.counters.cmd_touch);
+        bump(&self.local().cmd_touch);
         let start = out.len();
         let judged = self.modify(key, now, out, guard, |live, buf| match live {
             Some(item) => {
@@ -536,10 +575,10 @@ impl Store {
             None => Verdict::Keep(()),
         });
         if let Ok(None) = judged {
-            bump(&self.counters.touch_hits);
+            bump(&self.local().touch_hits);
             Some(start)
         } else {
-            bump(&self.counters.touch_misses);
+            bump(&self.local().touch_misses);
             None
         }
     }
@@ -571,7 +610,7 @@ impl Store {
         out: &mut Vec<u8>,
         guard: &Guard,
     ) -> &'static [u8] {
-        bump(&self.counters.cmd_set);
+        bump(&self.local().cmd_set);
         let start = out.len();
         let limits = Limits { max_item_size: self.settings.max_item_size, ..Limits::default() };
         let judged = self.modify(key, now, out, guard, |live, buf| {
@@ -611,20 +650,20 @@ impl Store {
         out.truncate(start);
         let r = match judged {
             Ok(None) => {
-                bump(&self.counters.total_items);
+                bump(&self.local().total_items);
                 b"STORED\r\n"
             }
             Ok(Some(r)) => r,
             Err(_) => {
-                bump(&self.counters.store_no_memory);
+                bump(&self.local().store_no_memory);
                 SERVER_ERROR_OUT_OF_MEMORY_STORING
             }
         };
         if op == StoreOp::Cas {
             bump(match r {
-                b"STORED\r\n" => &self.counters.cas_hits,
-                b"EXISTS\r\n" => &self.counters.cas_badval,
-                _ => &self.counters.cas_misses,
+                b"STORED\r\n" => &self.local().cas_hits,
+                b"EXISTS\r\n" => &self.local().cas_badval,
+                _ => &self.local().cas_misses,
             });
         }
         r
@@ -666,15 +705,15 @@ impl Store {
         });
         out.truncate(start);
         let (hits, misses) = if incr {
-            (&self.counters.incr_hits, &self.counters.incr_misses)
+            (&self.local().incr_hits, &self.local().incr_misses)
         } else {
-            (&self.counters.decr_hits, &self.counters.decr_misses)
+            (&self.local().decr_hits, &self.local().decr_misses)
         };
         match judged {
             Ok(None) => {
                 bump(hits);
                 if grew {
-                    bump(&self.counters.total_items);
+                    bump(&self.local().total_items);
                 }
                 if !noreply {
                     let _ = write!(out, "{value}\r\n");
@@ -694,7 +733,7 @@ impl Store {
     /// last modified at or before `oldest_live`, or older than `oldest_cas`,
     /// are dead once the clock reaches `oldest_live`.
     fn flush_all(&self, delay: i64, now: u32) {
-        bump(&self.counters.cmd_flush);
+        bump(&self.local().cmd_flush);
         let new_oldest = if delay > 0 { self.clock.realtime(delay) } else { now };
         let oldest_live = new_oldest.wrapping_sub(1);
         if oldest_live <= now {
@@ -725,8 +764,7 @@ impl Store {
     /// `stats` with no argument: memcached's general statistics that this
     /// store keeps, in memcached's order.
     fn stats(&self, now: u32, out: &mut Vec<u8>) {
-        let c = &self.counters;
-        let load = |a: &AtomicU64| a.load(Relaxed);
+        let c = |f: fn(&Counters) -> &AtomicU64| self.total(f);
         let mut stat = |name: &str, value: &dyn std::fmt::Display| {
             let _ = write!(out, "STAT {name} {value}\r\n");
         };
@@ -736,40 +774,40 @@ impl Store {
         stat("version", &VERSION);
         stat("pointer_size", &usize::BITS);
         stat("max_connections", &self.settings.max_connections);
-        stat("curr_connections", &load(&c.curr_connections));
-        stat("total_connections", &load(&c.total_connections));
-        stat("cmd_get", &load(&c.cmd_get));
-        stat("cmd_set", &load(&c.cmd_set));
-        stat("cmd_flush", &load(&c.cmd_flush));
-        stat("cmd_touch", &load(&c.cmd_touch));
-        stat("cmd_meta", &load(&c.meta_cmds));
-        stat("get_hits", &load(&c.get_hits));
-        stat("get_misses", &load(&c.get_misses));
-        stat("get_expired", &load(&c.get_expired));
-        stat("get_flushed", &load(&c.get_flushed));
-        stat("delete_misses", &load(&c.delete_misses));
-        stat("delete_hits", &load(&c.delete_hits));
-        stat("incr_misses", &load(&c.incr_misses));
-        stat("incr_hits", &load(&c.incr_hits));
-        stat("decr_misses", &load(&c.decr_misses));
-        stat("decr_hits", &load(&c.decr_hits));
-        stat("cas_misses", &load(&c.cas_misses));
-        stat("cas_hits", &load(&c.cas_hits));
-        stat("cas_badval", &load(&c.cas_badval));
-        stat("touch_hits", &load(&c.touch_hits));
-        stat("touch_misses", &load(&c.touch_misses));
-        stat("store_too_large", &load(&c.store_too_large));
-        stat("store_no_memory", &load(&c.store_no_memory));
+        stat("curr_connections", &c(|c| &c.curr_connections));
+        stat("total_connections", &c(|c| &c.total_connections));
+        stat("cmd_get", &c(|c| &c.cmd_get));
+        stat("cmd_set", &c(|c| &c.cmd_set));
+        stat("cmd_flush", &c(|c| &c.cmd_flush));
+        stat("cmd_touch", &c(|c| &c.cmd_touch));
+        stat("cmd_meta", &c(|c| &c.meta_cmds));
+        stat("get_hits", &c(|c| &c.get_hits));
+        stat("get_misses", &c(|c| &c.get_misses));
+        stat("get_expired", &c(|c| &c.get_expired));
+        stat("get_flushed", &c(|c| &c.get_flushed));
+        stat("delete_misses", &c(|c| &c.delete_misses));
+        stat("delete_hits", &c(|c| &c.delete_hits));
+        stat("incr_misses", &c(|c| &c.incr_misses));
+        stat("incr_hits", &c(|c| &c.incr_hits));
+        stat("decr_misses", &c(|c| &c.decr_misses));
+        stat("decr_hits", &c(|c| &c.decr_hits));
+        stat("cas_misses", &c(|c| &c.cas_misses));
+        stat("cas_hits", &c(|c| &c.cas_hits));
+        stat("cas_badval", &c(|c| &c.cas_badval));
+        stat("touch_hits", &c(|c| &c.touch_hits));
+        stat("touch_misses", &c(|c| &c.touch_misses));
+        stat("store_too_large", &c(|c| &c.store_too_large));
+        stat("store_no_memory", &c(|c| &c.store_no_memory));
         stat("limit_maxbytes", &self.settings.limit_maxbytes);
         stat("threads", &self.settings.threads);
         stat("bytes", &self.map.memory().value_bytes);
         stat("curr_items", &self.map.len());
-        stat("total_items", &load(&c.total_items));
-        stat("expired_unfetched", &load(&c.expired_unfetched));
-        stat("evicted_unfetched", &load(&c.evicted_unfetched));
-        stat("evictions", &load(&c.evictions));
-        stat("reclaimed", &load(&c.reclaimed));
-        stat("crawler_reclaimed", &load(&c.crawler_reclaimed));
+        stat("total_items", &c(|c| &c.total_items));
+        stat("expired_unfetched", &c(|c| &c.expired_unfetched));
+        stat("evicted_unfetched", &c(|c| &c.evicted_unfetched));
+        stat("evictions", &c(|c| &c.evictions));
+        stat("reclaimed", &c(|c| &c.reclaimed));
+        stat("crawler_reclaimed", &c(|c| &c.crawler_reclaimed));
         out.extend_from_slice(b"END\r\n");
     }
 }

@@ -180,9 +180,9 @@ impl Store {
         let dead = self.dead(&item::decode(&v)?, now)?;
         let removed = self.remove_exact(key, v, guard);
         if removed {
-            bump(&self.counters.reclaimed);
+            bump(&self.local().reclaimed);
             if dead == super::Dead::Expired && !self.fetched(v.stamp().load(Relaxed)) {
-                bump(&self.counters.expired_unfetched);
+                bump(&self.local().expired_unfetched);
             }
         }
         Some(removed)
@@ -193,9 +193,9 @@ impl Store {
         if !self.remove_exact(key, v, guard) {
             return false;
         }
-        bump(&self.counters.evictions);
+        bump(&self.local().evictions);
         if !self.fetched(v.stamp().load(Relaxed)) {
-            bump(&self.counters.evicted_unfetched);
+            bump(&self.local().evicted_unfetched);
         }
         true
     }
@@ -263,7 +263,7 @@ impl Store {
                 removed += 1;
             }
         }
-        self.counters.crawler_reclaimed.fetch_add(removed as u64, Relaxed);
+        self.local().crawler_reclaimed.fetch_add(removed as u64, Relaxed);
         removed
     }
 

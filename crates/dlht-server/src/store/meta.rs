@@ -116,21 +116,21 @@ impl Store {
             match judged {
                 Ok(None) => {
                     if seen.is_some_and(|(_, created)| created) {
-                        bump(&self.counters.total_items);
+                        bump(&self.local().total_items);
                     }
                     seen
                 }
                 Ok(Some(())) => seen,
                 Err(_) => {
-                    bump(&self.counters.store_no_memory);
+                    bump(&self.local().store_no_memory);
                     out.extend_from_slice(SERVER_ERROR_OUT_OF_MEMORY_STORING);
                     return;
                 }
             }
         };
         let Some((item, created)) = found else {
-            bump(&self.counters.cmd_get);
-            bump(&self.counters.get_misses);
+            bump(&self.local().cmd_get);
+            bump(&self.local().get_misses);
             if !flags.quiet {
                 out.extend_from_slice(b"EN");
                 push_echo(out, flags, k, key.base64);
@@ -140,11 +140,11 @@ impl Store {
         };
         // memcached counts a touching hit as a touch, any other as a get.
         if ttl.is_some() {
-            bump(&self.counters.cmd_touch);
-            bump(&self.counters.touch_hits);
+            bump(&self.local().cmd_touch);
+            bump(&self.local().touch_hits);
         } else {
-            bump(&self.counters.cmd_get);
-            bump(&self.counters.get_hits);
+            bump(&self.local().cmd_get);
+            bump(&self.local().get_hits);
         }
         let len = item.data.len();
         if flags.return_value {
@@ -204,7 +204,7 @@ impl Store {
         out: &mut Vec<u8>,
         guard: &Guard,
     ) {
-        bump(&self.counters.cmd_set);
+        bump(&self.local().cmd_set);
         let mut scratch = [0; KEY_MAX_LENGTH];
         let k = key.bytes(&mut scratch);
         let exptime = flags.ttl.map_or(0, |t| self.clock.realtime(t));
@@ -225,7 +225,7 @@ impl Store {
             let Some(old) = live else {
                 return match mode {
                     _ if cas_mode => {
-                        cas_counter = Some(&self.counters.cas_misses);
+                        cas_counter = Some(&self.local().cas_misses);
                         Verdict::Keep(&b"NF"[..])
                     }
                     SetMode::Set | SetMode::Add => fresh(exptime),
@@ -235,14 +235,14 @@ impl Store {
             let matched = req_cas == 0 || req_cas == old.cas;
             if cas_mode {
                 return if req_cas != 0 && req_cas == old.cas {
-                    cas_counter = Some(&self.counters.cas_hits);
+                    cas_counter = Some(&self.local().cas_hits);
                     fresh(exptime)
                 } else if req_cas != 0 && flags.invalidate && req_cas < old.cas {
                     // memcached's CAS_STALE: stored, keeping the old TTL.
-                    cas_counter = Some(&self.counters.cas_hits);
+                    cas_counter = Some(&self.local().cas_hits);
                     fresh(old.exptime)
                 } else {
-                    cas_counter = Some(&self.counters.cas_badval);
+                    cas_counter = Some(&self.local().cas_badval);
                     Verdict::Keep(b"EX")
                 };
             }
@@ -268,12 +268,12 @@ impl Store {
         }
         let (code, cas) = match judged {
             Ok(None) => {
-                bump(&self.counters.total_items);
+                bump(&self.local().total_items);
                 (&b"HD"[..], new_cas)
             }
             Ok(Some(code)) => (code, 0),
             Err(_) => {
-                bump(&self.counters.store_no_memory);
+                bump(&self.local().store_no_memory);
                 out.extend_from_slice(SERVER_ERROR_OUT_OF_MEMORY_STORING);
                 return;
             }
@@ -354,20 +354,20 @@ impl Store {
             );
             if let Some(d) = dead {
                 bump(match d {
-                    Dead::Flushed => &self.counters.get_flushed,
-                    Dead::Expired => &self.counters.get_expired,
+                    Dead::Flushed => &self.local().get_flushed,
+                    Dead::Expired => &self.local().get_expired,
                 });
                 self.remove_dead(k, now, guard);
             }
             if removed.is_some() {
-                bump(&self.counters.delete_hits);
+                bump(&self.local().delete_hits);
                 b"HD"
             } else {
                 code
             }
         };
         if code != b"HD" {
-            bump(&self.counters.delete_misses);
+            bump(&self.local().delete_misses);
         }
         if flags.quiet && code == b"HD" {
             return;
@@ -437,9 +437,9 @@ impl Store {
         });
         out.truncate(start);
         let (hits, misses) = if incr {
-            (&self.counters.incr_hits, &self.counters.incr_misses)
+            (&self.local().incr_hits, &self.local().incr_misses)
         } else {
-            (&self.counters.decr_hits, &self.counters.decr_misses)
+            (&self.local().decr_hits, &self.local().decr_misses)
         };
         let code = match judged {
             Ok(None) => None,
@@ -462,7 +462,7 @@ impl Store {
             None => {
                 let (value, mut exptime, cas, created, grew) = done;
                 if created || grew {
-                    bump(&self.counters.total_items);
+                    bump(&self.local().total_items);
                 }
                 if !created {
                     bump(hits);
@@ -499,7 +499,7 @@ impl Store {
 
     /// `me`: memcached's debug line for a live item, `EN` otherwise.
     fn meta_debug(&self, key: &MetaKey<'_>, now: u32, out: &mut Vec<u8>, guard: &Guard) {
-        bump(&self.counters.meta_cmds);
+        bump(&self.local().meta_cmds);
         let mut scratch = [0; KEY_MAX_LENGTH];
         let k = key.bytes(&mut scratch);
         let item = match self.map.get(k, guard) {
