@@ -1,6 +1,8 @@
 //! The command line: memcached's flags, with memcached's meanings and
 //! defaults, so that scripts written for memcached start this server.
 
+use std::path::PathBuf;
+
 use clap::Parser;
 
 use crate::protocol::text::{Limits, DEFAULT_MAX_ITEM_SIZE};
@@ -40,6 +42,10 @@ pub struct Config {
     /// Verbose: print errors and warnings (repeat for more).
     #[arg(short = 'v', action = clap::ArgAction::Count)]
     pub verbose: u8,
+    /// Text-protocol authentication: a file of `user:password` lines; each
+    /// connection must first send `set <any> 0 0 <n>` with data `user password`.
+    #[arg(short = 'Y', long = "auth-file", value_name = "FILE")]
+    pub auth_file: Option<PathBuf>,
 }
 
 fn default_threads() -> u32 {
@@ -76,6 +82,7 @@ impl Default for Config {
             max_item_size: DEFAULT_MAX_ITEM_SIZE,
             conn_limit: 1024,
             verbose: 0,
+            auth_file: None,
         }
     }
 }
@@ -139,5 +146,10 @@ mod tests {
         assert!(Config::try_parse_from(["x", "-t", "0"]).is_err());
         assert!(Config::try_parse_from(["x", "-p", "70000"]).is_err());
         assert!(Config::try_parse_from(["x", "--bogus"]).is_err());
+        let c = Config::try_parse_from(["x", "-Y", "/etc/auth"]).unwrap();
+        assert_eq!(c.auth_file, Some(PathBuf::from("/etc/auth")));
+        let c = Config::try_parse_from(["x", "--auth-file=f"]).unwrap();
+        assert_eq!(c.auth_file, Some(PathBuf::from("f")));
+        assert!(Config::try_parse_from(["x", "-Y"]).is_err());
     }
 }

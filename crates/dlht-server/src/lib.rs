@@ -5,6 +5,7 @@
 //! text and meta commands on the map; [`conn`] and [`server`] are the
 //! network side (mio event loops); [`config`] is the command line.
 
+pub mod auth;
 pub mod clock;
 pub mod config;
 pub mod conn;
