@@ -1,14 +1,22 @@
 //! One client connection: its input buffer, the parse-and-execute loop and
 //! its pending output, with backpressure (a connection whose client does not
-//! read its replies is not read either, so its buffers stay bounded).
+//! read its replies is not read either, so its buffers stay bounded), and
+//! `-Y` authentication (a connection that has not logged in may only log
+//! in: see [`crate::auth`]).
 
 use std::io::{self, Read, Write};
+use std::sync::Arc;
 
 use mio::net::TcpStream;
 use mio::Interest;
 
-use crate::protocol::text::{parse, Limits, Parsed};
+use crate::auth::{self, AuthFile, Login};
+use crate::protocol::reply;
+use crate::protocol::text::{parse, Limits, Parsed, BINARY_REQUEST_MAGIC};
 use crate::store::{Outcome, Store};
+
+/// Commands of a pipeline parsed ahead and prefetched together.
+const PIPELINE: usize = 16;
 
 /// While more than this many reply bytes wait to be sent, the connection's
 /// input is neither parsed nor read.
@@ -48,12 +56,25 @@ pub struct Conn {
     backlogged: bool,
     /// The interest the stream is registered with.
     interest: Interest,
+    /// The users, while the connection has still to log in (`-Y`).
+    auth: Option<Arc<AuthFile>>,
+    /// No input byte has been looked at yet (for the binary-protocol check).
+    fresh: bool,
+    /// Why the server closed the connection, when it was not the client's
+    /// doing (for `-v`).
+    close_reason: Option<String>,
 }
 
 impl Conn {
     /// A connection on an accepted stream, registered (by the caller) for
     /// [`Conn::INITIAL_INTEREST`].
     pub fn new(stream: TcpStream) -> Self {
+        Conn::with_auth(stream, None)
+    }
+
+    /// A connection that must log in first with a user of `auth` (`-Y`),
+    /// or, with `None`, one that need not.
+    pub fn with_auth(stream: TcpStream, auth: Option<Arc<AuthFile>>) -> Self {
         Conn {
             stream,
             input: Vec::with_capacity(READ_CHUNK),
@@ -63,7 +84,22 @@ impl Conn {
             closing: false,
             backlogged: false,
             interest: Self::INITIAL_INTEREST,
+            auth,
+            fresh: true,
+            close_reason: None,
         }
+    }
+
+    /// Whether the connection still has to log in.
+    pub fn needs_login(&self) -> bool {
+        self.auth.is_some()
+    }
+
+    /// Why the server (not the client) ended the connection: an I/O error,
+    /// or input it refuses (for `-v` logging). `None` while open, and when
+    /// the client left or sent `quit`.
+    pub fn close_reason(&self) -> Option<&str> {
+        self.close_reason.as_deref()
     }
 
     /// The interest a new connection is registered with.
@@ -98,7 +134,11 @@ impl Conn {
                 };
                 (State::Open, wanted)
             }
-            Ok(State::Closed) | Err(_) => (State::Closed, self.interest),
+            Ok(State::Closed) => (State::Closed, self.interest),
+            Err(e) => {
+                self.close_reason = Some(e.to_string());
+                (State::Closed, self.interest)
+            }
         }
     }
 
@@ -131,6 +171,7 @@ impl Conn {
                 // An incomplete command larger than any valid one (only an
                 // endless get line can do this): memcached would run out of
                 // memory; close instead.
+                self.close_reason = Some("command line too long".into());
                 return Ok(State::Closed);
             }
             let len = self.input.len();
@@ -171,7 +212,7 @@ impl Conn {
     /// until the input runs out, a command closes the connection or the
     /// output passes [`MAX_PENDING_OUTPUT`].
     fn process(&mut self, store: &Store, limits: &Limits) {
-        let Conn { input, out, swallow, closing, written, backlogged, .. } = self;
+        let Conn { input, out, swallow, closing, written, backlogged, auth, fresh, close_reason, .. } = self;
         *backlogged = false;
         let mut pos = 0;
         let skip = (*swallow).min(input.len());
@@ -182,18 +223,84 @@ impl Conn {
                 *backlogged = true;
                 break;
             }
+            if std::mem::take(fresh) && input[pos] == BINARY_REQUEST_MAGIC {
+                // A binary-protocol client, which this server does not
+                // speak: answer as `memcached -B ascii` answers 0x80 at the
+                // start of a line, then close, so that the client fails at
+                // once instead of waiting for a binary reply (memcached -B
+                // ascii waits for a "\n" that may never come).
+                out.extend_from_slice(reply::ERROR);
+                *closing = true;
+                *close_reason = Some("binary protocol request (not supported)".into());
+                break;
+            }
+            if let Some(users) = auth {
+                match auth::parse_login(&input[pos..]) {
+                    Login::Incomplete => break,
+                    Login::Close => {
+                        *closing = true;
+                        *close_reason = Some("unauthenticated input too long".into());
+                    }
+                    Login::Reply { reply, consumed } => {
+                        out.extend_from_slice(reply);
+                        pos += consumed;
+                    }
+                    Login::Credentials { user, password, consumed } => {
+                        pos += consumed;
+                        if users.check(user, password) {
+                            out.extend_from_slice(auth::STORED);
+                            *auth = None;
+                        } else {
+                            out.extend_from_slice(auth::AUTHENTICATION_FAILURE);
+                        }
+                    }
+                }
+                continue;
+            }
             match parse(&input[pos..], limits) {
                 Parsed::Incomplete => break,
                 Parsed::Command { command, consumed } => {
                     pos += consumed;
-                    if store.execute(&command, out) == Outcome::Close {
-                        *closing = true;
+                    if pos == input.len() {
+                        // The one command of this read.
+                        if store.execute(&command, out) == Outcome::Close {
+                            *closing = true;
+                        }
+                        continue;
+                    }
+                    // A pipeline: parse the commands behind this one,
+                    // start loading all their keys' bins, then run them in
+                    // order (their lookups overlap, as a multi-get's do).
+                    // Whatever is not a complete command is left to the
+                    // loop.
+                    let mut batch = Vec::with_capacity(PIPELINE);
+                    batch.push(command);
+                    while batch.len() < PIPELINE && pos < input.len() {
+                        match parse(&input[pos..], limits) {
+                            Parsed::Command { command, consumed } => {
+                                pos += consumed;
+                                batch.push(command);
+                            }
+                            _ => break,
+                        }
+                    }
+                    batch.iter().for_each(|c| store.prefetch(c));
+                    for command in &batch {
+                        if store.execute(command, out) == Outcome::Close {
+                            *closing = true;
+                            break;
+                        }
                     }
                 }
                 Parsed::Error { reply, consumed, close } => {
                     out.extend_from_slice(reply);
                     pos += consumed;
-                    *closing |= close;
+                    if close {
+                        // A line too long or an HTTP request: memcached
+                        // closes too.
+                        *closing = true;
+                        *close_reason = Some("input memcached closes on (a line too long, HTTP)".into());
+                    }
                 }
                 Parsed::Swallow { reply, line, remaining } => {
                     out.extend_from_slice(reply);

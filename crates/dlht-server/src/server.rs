@@ -1,6 +1,6 @@
 //! The network layer: the listener, `-t` event-loop threads (one mio `Poll`
 //! each, over its own connections), round-robin accept balancing, the `-c`
-//! connection limit and shutdown.
+//! connection limit, `-Y` authentication and shutdown.
 
 use std::fmt;
 use std::io::{self, Write};
@@ -14,11 +14,12 @@ use std::time::Duration;
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token, Waker};
 
+use crate::auth::AuthFile;
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::conn::{Conn, State};
 use crate::protocol::text::Limits;
-use crate::store::Store;
+use crate::store::{Crawler, Store};
 
 /// What memcached sends a connection over `-c` before closing it.
 pub const TOO_MANY_CONNECTIONS: &[u8] = b"ERROR Too many open connections\r\n";
@@ -79,6 +80,8 @@ pub struct Running {
     stop_listener: Arc<AtomicBool>,
     wakers: Vec<Arc<Waker>>,
     threads: Vec<JoinHandle<()>>,
+    /// The thread that reclaims expired items (stopped on drop).
+    crawler: Option<Crawler>,
 }
 
 impl Running {
@@ -113,6 +116,7 @@ impl Running {
         for thread in self.threads.drain(..) {
             let _ = thread.join();
         }
+        self.crawler = None;
     }
 }
 
@@ -122,10 +126,17 @@ impl Drop for Running {
     }
 }
 
-/// Binds the listener on `config.listen:config.port`, starts
-/// `config.threads` event-loop threads and the listener thread.
+/// Loads `config.auth_file` (if any), binds the listener on
+/// `config.listen:config.port`, starts `config.threads` event-loop threads
+/// and the listener thread.
 pub fn start(config: &Config) -> Result<Running, Error> {
     config.validate().map_err(|message| Error { message, source: None })?;
+    let auth = match &config.auth_file {
+        Some(path) => {
+            Some(Arc::new(AuthFile::load(path).map_err(|e| Error { message: e.to_string(), source: None })?))
+        }
+        None => None,
+    };
     let shown = format!("{}:{}", config.listen, config.port);
     let addrs: Vec<SocketAddr> = (config.listen.as_str(), config.port)
         .to_socket_addrs()
@@ -160,7 +171,10 @@ pub fn start(config: &Config) -> Result<Running, Error> {
         stop_listener: Arc::clone(&stop_listener),
         wakers: Vec::new(),
         threads: Vec::new(),
+        crawler: None,
     };
+    running.crawler =
+        Some(store.start_crawler().map_err(|e| Error::io("failed to start a thread".into(), e))?);
     let mut workers = Vec::new();
     for i in 0..config.threads.max(1) {
         let poll = Poll::new().map_err(setup)?;
@@ -171,6 +185,8 @@ pub fn start(config: &Config) -> Result<Running, Error> {
             rx,
             store: Arc::clone(&store),
             limits,
+            auth: auth.clone(),
+            verbose: config.verbose,
             stop: Arc::clone(&stop),
             conns: Vec::new(),
             free: Vec::new(),
@@ -209,11 +225,14 @@ pub fn start(config: &Config) -> Result<Running, Error> {
     Ok(running)
 }
 
+/// An accepted connection and its peer, on its way to a worker.
+type Handoff = (TcpStream, SocketAddr);
+
 /// The listener thread: accepts and hands connections to the workers.
 struct Acceptor {
     poll: Poll,
     listener: TcpListener,
-    workers: Vec<(Sender<TcpStream>, Arc<Waker>)>,
+    workers: Vec<(Sender<Handoff>, Arc<Waker>)>,
     next: usize,
     store: Arc<Store>,
     stop: Arc<AtomicBool>,
@@ -243,7 +262,7 @@ impl Acceptor {
     fn accept_all(&mut self) {
         loop {
             match self.listener.accept() {
-                Ok((mut stream, _)) => {
+                Ok((mut stream, peer)) => {
                     let counters = self.store.counters();
                     let max = u64::from(self.max_connections);
                     if counters.curr_connections.load(Ordering::SeqCst) >= max {
@@ -251,7 +270,7 @@ impl Acceptor {
                         // effort: the socket is new, so the write fits).
                         let _ = stream.write(TOO_MANY_CONNECTIONS);
                         if self.verbose > 0 {
-                            eprintln!("dlht-server: too many open connections");
+                            eprintln!("dlht-server: too many open connections ({peer} refused)");
                         }
                         continue;
                     }
@@ -261,7 +280,7 @@ impl Acceptor {
                     let _ = stream.set_nodelay(true);
                     let (tx, waker) = &self.workers[self.next % self.workers.len()];
                     self.next = self.next.wrapping_add(1);
-                    if tx.send(stream).is_err() {
+                    if tx.send((stream, peer)).is_err() {
                         counters.curr_connections.fetch_sub(1, Ordering::SeqCst);
                     } else {
                         let _ = waker.wake();
@@ -290,12 +309,16 @@ impl Acceptor {
 /// One event-loop thread and its connections.
 struct Worker {
     poll: Poll,
-    rx: Receiver<TcpStream>,
+    rx: Receiver<Handoff>,
     store: Arc<Store>,
     limits: Limits,
+    /// `-Y`: the users new connections must log in as.
+    auth: Option<Arc<AuthFile>>,
+    /// `-v`: log connections the server ends, and why.
+    verbose: u8,
     stop: Arc<AtomicBool>,
     /// Connections by token (index + FIRST_CONN); `None` is a free slot.
-    conns: Vec<Option<Conn>>,
+    conns: Vec<Option<(Conn, SocketAddr)>>,
     free: Vec<usize>,
 }
 
@@ -325,12 +348,12 @@ impl Worker {
 
     /// Registers the connections the listener handed over.
     fn adopt(&mut self) {
-        while let Ok(stream) = self.rx.try_recv() {
+        while let Ok((stream, peer)) = self.rx.try_recv() {
             let index = self.free.pop().unwrap_or_else(|| {
                 self.conns.push(None);
                 self.conns.len() - 1
             });
-            let mut conn = Conn::new(stream);
+            let mut conn = Conn::with_auth(stream, self.auth.clone());
             if self
                 .poll
                 .registry()
@@ -339,14 +362,17 @@ impl Worker {
             {
                 self.free.push(index);
                 self.store.counters().curr_connections.fetch_sub(1, Ordering::SeqCst);
+                if self.verbose > 0 {
+                    eprintln!("dlht-server: connection from {peer}: could not register it");
+                }
                 continue;
             }
-            self.conns[index] = Some(conn);
+            self.conns[index] = Some((conn, peer));
         }
     }
 
     fn ready(&mut self, index: usize) {
-        let Some(Some(conn)) = self.conns.get_mut(index) else { return };
+        let Some(Some((conn, peer))) = self.conns.get_mut(index) else { return };
         let (state, interest) = conn.ready(&self.store, &self.limits);
         let keep = state == State::Open
             && (interest == conn.interest()
@@ -358,6 +384,11 @@ impl Worker {
         if keep {
             conn.set_interest(interest);
             return;
+        }
+        if self.verbose > 0 {
+            if let Some(reason) = conn.close_reason() {
+                eprintln!("dlht-server: connection from {peer} closed: {reason}");
+            }
         }
         let _ = self.poll.registry().deregister(conn.stream_mut());
         self.conns[index] = None;

@@ -418,6 +418,34 @@ impl Store {
         }
     }
 
+    /// Start loading the index bins of `command`'s keys into the cache: a
+    /// connection that read a pipeline of commands calls this for each of
+    /// them before running the first, so that their lookups overlap (a
+    /// pipeline is the paper's batch, as a multi-get is).
+    pub fn prefetch(&self, command: &Command<'_>) {
+        use crate::protocol::meta::MetaCommand;
+        match command {
+            Command::Get { keys, .. } | Command::Gat { keys, .. } => {
+                keys.clone().for_each(|k| self.map.prefetch(k))
+            }
+            Command::Store { key, .. }
+            | Command::Delete { key, .. }
+            | Command::Incr { key, .. }
+            | Command::Decr { key, .. }
+            | Command::Touch { key, .. } => self.map.prefetch(key),
+            Command::Meta(
+                MetaCommand::Get { key, .. }
+                | MetaCommand::Set { key, .. }
+                | MetaCommand::Delete { key, .. }
+                | MetaCommand::Arithmetic { key, .. },
+            ) => {
+                let mut scratch = [0; crate::protocol::text::KEY_MAX_LENGTH];
+                self.map.prefetch(key.bytes(&mut scratch));
+            }
+            _ => {}
+        }
+    }
+
     /// Run one text-protocol command, appending its reply (if any) to `out`.
     pub fn execute(&self, command: &Command<'_>, out: &mut Vec<u8>) -> Outcome {
         let guard = self.map.guard();

@@ -222,16 +222,21 @@ impl Store {
         freed
     }
 
-    /// One eviction by sampling: the entry of [`SAMPLES`] from a random
-    /// spot unused the longest. True if it freed anything.
+    /// One eviction by sampling: of [`SAMPLES`] entries, each the first
+    /// met from a random bin, the one unused the longest. True if it
+    /// freed anything. (Five neighbours from one random bin would be a
+    /// biased sample: where eviction emptied a stretch of bins, what is
+    /// left there is the recently used, so a neighbourhood overweighs it.)
     fn sampled_step(&self, now: u32, guard: &Guard) -> bool {
-        // Relaxed: a sequence of distinct-enough numbers, nothing more.
-        let seed = self.evictor.sample_seed.fetch_add(0x9e37_79b9_7f4a_7c15, Relaxed);
-        let start = (seed ^ (seed >> 29)).wrapping_mul(0xbf58_476d_1ce4_e5b9) as usize;
         let tick = self.tick();
         let mut victim: Option<(dlht::KeyBytes<'_>, ValueRef<'_>, u32)> = None;
         let mut freed = false;
-        for (_, key, v) in self.map.iter_bins(start, usize::MAX, guard).take(SAMPLES) {
+        for _ in 0..SAMPLES {
+            // Relaxed: a sequence of distinct-enough numbers, nothing more.
+            let seed = self.evictor.sample_seed.fetch_add(0x9e37_79b9_7f4a_7c15, Relaxed);
+            let start = (seed ^ (seed >> 29)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            let start = (start ^ (start >> 32)) as usize;
+            let Some((_, key, v)) = self.map.iter_bins(start, usize::MAX, guard).next() else { break };
             if let Some(removed) = self.reclaim_dead(&key, v, now, guard) {
                 freed |= removed;
                 continue;
