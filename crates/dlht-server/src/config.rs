@@ -28,7 +28,7 @@ pub struct Config {
     #[arg(short = 't', long = "threads", default_value_t = default_threads(),
           value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub threads: u32,
-    /// Item memory in megabytes.
+    /// Memory limit in MiB for the items: keys, values, metadata and the index; at the limit a store evicts the least recently used (CLOCK).
     #[arg(short = 'm', long = "memory-limit", default_value_t = 64,
           value_parser = clap::value_parser!(u64).range(1..=(u64::MAX >> 20)))]
     pub memory_limit: u64,
