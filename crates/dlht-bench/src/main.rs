@@ -4,7 +4,7 @@
 //! single-thread) with papaya, dashmap, scc, flurry, leapfrog, std's
 //! RwLock<HashMap> and (one thread) hashbrown on the paper's workloads, in
 //! interleaved rounds with the machine's memory limit, and writes CSV,
-//! JSON and plots. `dlht-bench baseline|batching|hashers|sizes|counters|drain`
+//! JSON and plots. `dlht-bench baseline|batching|hashers|sizes|counters|drain|memory|server`
 //! run the focused studies.
 
 mod compare;
@@ -74,6 +74,12 @@ enum StudyCmd {
     /// Exactly --ops gets per access mode, untimed, for valgrind (see
     /// scripts/profile-gets.sh).
     Profile(studies::profile::ProfileArgs),
+    /// memcached 1.6 against dlht-server over loopback (issue 24): get-heavy
+    /// (32 B and 1 KiB values), 16-key multi-gets, set-only, and the hit
+    /// ratio of a Zipf trace that does not fit; interleaved rounds, servers
+    /// and load pinned apart, load from memcaslap and from a checking
+    /// pipelined client; ratios dlht-server ÷ memcached beside the targets.
+    Server(studies::server::ServerArgs),
 }
 
 fn main() {
@@ -90,6 +96,7 @@ fn main() {
         Some(StudyCmd::Counters(a)) => studies::counters::run(a),
         Some(StudyCmd::Drain(a)) => studies::drain::run(a),
         Some(StudyCmd::Memory(a)) => studies::memory::run(a),
+        Some(StudyCmd::Server(a)) => studies::server::run(a),
         Some(StudyCmd::Profile(a)) => {
             studies::profile::run(a);
             false

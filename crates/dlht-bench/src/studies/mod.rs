@@ -5,13 +5,15 @@
 //! `profile` runs exact operation counts for callgrind; `sizes`,
 //! `counters`, `drain` and `memory` are their own harnesses over the
 //! allocator mode, the per-key atomics, memory coming back, and resident
-//! bytes per key over table sizes.
+//! bytes per key over table sizes; `server` runs memcached against
+//! dlht-server over loopback.
 
 pub mod baseline;
 pub mod counters;
 pub mod drain;
 pub mod memory;
 pub mod profile;
+pub mod server;
 pub mod sizes;
 
 use crate::compare::workloads::Workload;
