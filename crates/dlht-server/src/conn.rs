@@ -120,10 +120,12 @@ impl Conn {
     }
 
     /// Handles a readiness event (of any kind: reading, parsing and writing
-    /// are all retried, as mio's events are edge-triggered). Returns the
-    /// state and the interest the stream should now be registered with.
-    pub fn ready(&mut self, store: &Store, limits: &Limits) -> (State, Interest) {
-        match self.drive(store, limits) {
+    /// are all retried, as mio's events are edge-triggered); `read_closed`
+    /// if the event said the peer closed its side or the socket failed
+    /// (then reading goes on to the end of the input). Returns the state
+    /// and the interest the stream should now be registered with.
+    pub fn ready(&mut self, store: &Store, limits: &Limits, read_closed: bool) -> (State, Interest) {
+        match self.drive(store, limits, read_closed) {
             Ok(State::Open) => {
                 let wanted = if self.pending() > MAX_PENDING_OUTPUT {
                     Interest::WRITABLE
@@ -147,7 +149,7 @@ impl Conn {
         self.interest = interest;
     }
 
-    fn drive(&mut self, store: &Store, limits: &Limits) -> io::Result<State> {
+    fn drive(&mut self, store: &Store, limits: &Limits, read_closed: bool) -> io::Result<State> {
         loop {
             if !self.flush()? {
                 // The client is not reading: stop unless there is little
@@ -188,6 +190,20 @@ impl Conn {
                 Ok(n) => {
                     self.input.truncate(len + n);
                     self.process(store, limits);
+                    if n < room && !self.backlogged && !read_closed {
+                        // A short read emptied the socket: bytes (or the
+                        // peer's close) arriving later raise a new
+                        // edge-triggered event, so the read that would only
+                        // say WouldBlock is skipped — one system call per
+                        // request fewer (tokio does the same). A close that
+                        // came with this event is read to the end instead.
+                        self.flush()?;
+                        return Ok(if self.closing && self.pending() == 0 {
+                            State::Closed
+                        } else {
+                            State::Open
+                        });
+                    }
                 }
                 Err(e) => {
                     self.input.truncate(len);

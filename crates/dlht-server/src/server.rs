@@ -335,7 +335,7 @@ impl Worker {
             for event in events.iter() {
                 match event.token() {
                     WAKER => self.adopt(),
-                    Token(t) => self.ready(t - FIRST_CONN),
+                    Token(t) => self.ready(t - FIRST_CONN, event.is_read_closed() || event.is_error()),
                 }
             }
         }
@@ -371,9 +371,9 @@ impl Worker {
         }
     }
 
-    fn ready(&mut self, index: usize) {
+    fn ready(&mut self, index: usize, read_closed: bool) {
         let Some(Some((conn, peer))) = self.conns.get_mut(index) else { return };
-        let (state, interest) = conn.ready(&self.store, &self.limits);
+        let (state, interest) = conn.ready(&self.store, &self.limits, read_closed);
         let keep = state == State::Open
             && (interest == conn.interest()
                 || self
