@@ -397,3 +397,8 @@ pub mod internals {
         [m.dead(0), m.dead(1), m.pending(0), m.pending(1), m.shadow(0), m.shadow(1)]
     }
 }
+
+/// The README's Rust examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;
