@@ -31,6 +31,10 @@ if [ "${#need[@]}" -gt 0 ]; then
   fi
 fi
 
+# The library's layout: a lower room never imports a higher one.
+step "import loops between the library's files"
+python3 scripts/import-loops.py crates/dlht/src
+
 # The release builds below use cargo's own release settings (no LTO, 16
 # codegen units): the build a crate that depends on dlht gets, since a
 # dependency is built with its user's profile, not this workspace's. The

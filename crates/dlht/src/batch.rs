@@ -10,7 +10,7 @@
 //! The map is entered once per batch, so the reclamation cost is paid once.
 
 use crate::arch::prefetch;
-use crate::driver::{self, Runner};
+use crate::driver::{self, Front, Runner};
 use crate::error::Error;
 use crate::protocol::put::Change;
 use crate::raw::bucket::PrimaryBucket;
@@ -264,6 +264,23 @@ fn prefetch_links(index: &Index, primary: *const PrimaryBucket) {
         prefetch(index.link_ptr(l));
         prefetch(index.link_ptr(l + 1));
     }
+}
+
+/// `batch` on a map: the map is entered once for the whole batch. (The
+/// batch pipeline sits above the driver: it calls the driver's word
+/// operations, never the other way round.)
+pub(crate) fn run<F: Front>(
+    f: &F,
+    requests: &[Request<F::K, F::V>],
+    responses: &mut [Response<F::V>],
+    stop: StopOn,
+) -> Result<usize, Error> {
+    f.enter(|r| execute(r, |w| f.hash_word(w), requests, responses, stop))
+}
+
+/// `get_many` on a map: the map is entered once for all the keys.
+pub(crate) fn get_many_of<F: Front>(f: &F, keys: &[F::K], out: &mut [Option<F::V>]) -> Result<(), Error> {
+    f.enter(|r| get_many(r, |w| f.hash_word(w), keys, out))
 }
 
 /// Run a mixed batch on `r`, which gives the index at every step (`Runner::current`).

@@ -10,7 +10,6 @@
 //! Adding an operation touches its protocol file, this driver, the batch
 //! enums and the public methods.
 
-use crate::batch::{self, Request, Response, StopOn};
 use crate::error::Error;
 use crate::protocol::insert::Inserted;
 use crate::protocol::put::Change;
@@ -172,21 +171,6 @@ pub(crate) fn commit<F: Front>(f: &F, h: u64, k: u64, v: u64) {
 #[inline]
 pub(crate) fn abort<F: Front>(f: &F, h: u64, k: u64) {
     f.enter(|r| abort_word(r, h, k))
-}
-
-/// `batch`: the map is entered once for the whole batch.
-pub(crate) fn batch<F: Front>(
-    f: &F,
-    requests: &[Request<F::K, F::V>],
-    responses: &mut [Response<F::V>],
-    stop: StopOn,
-) -> Result<usize, Error> {
-    f.enter(|r| batch::execute(r, |w| f.hash_word(w), requests, responses, stop))
-}
-
-/// `get_many`: the map is entered once for all the keys.
-pub(crate) fn get_many<F: Front>(f: &F, keys: &[F::K], out: &mut [Option<F::V>]) -> Result<(), Error> {
-    f.enter(|r| batch::get_many(r, |w| f.hash_word(w), keys, out))
 }
 
 /// `prefetch`: start loading the primary bucket of `key`'s bin.

@@ -337,6 +337,7 @@ mod allocator;
 mod arch;
 mod batch;
 mod compute;
+mod count;
 mod driver;
 mod error;
 mod hash;

@@ -31,7 +31,35 @@
 //!   a CAS entirely or not at all — and adds synchronization, so the models
 //!   check the protocol's logic, not the orderings of slot-word loads.
 
-use crate::raw::bucket::Slot;
+use super::slot::Slot;
+
+/// The slot's atomics (here, with the CAS, so that `slot.rs` needs
+/// nothing from this file).
+impl Slot {
+    /// Read the key word. Acquire: pairs with the Release stores/CAS that
+    /// wrote it, so the value word written before is visible too.
+    #[inline(always)]
+    pub fn load_key(&self) -> u64 {
+        load_key(self)
+    }
+
+    /// Read the value word (after the key word; see `load_key`).
+    #[inline(always)]
+    pub fn load_value(&self) -> u64 {
+        load_value(self)
+    }
+
+    /// Fill the slot while the caller owns it exclusively (TryInsert, or a
+    /// new-index bin during transfer). Value, then key, both Release: a
+    /// reader whose Acquire slot load (`load_key`/`load_value`) sees either
+    /// word synchronizes with that store, so it also sees the header CAS that
+    /// gave us ownership (sequenced before), and its validating header
+    /// re-load fails. The pairing is the Acquire load's, not a fence's.
+    #[inline]
+    pub fn fill_owned(&self, key: u64, value: u64) {
+        fill(self, key, value)
+    }
+}
 
 /// Atomically: if `slot == (old_key, old_value)` set it to
 /// `(new_key, new_value)` and return `Ok(())`; otherwise return the pair

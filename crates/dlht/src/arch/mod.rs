@@ -1,8 +1,11 @@
 //! Machine-level primitives: the 16-byte slot CAS and software prefetch.
 
 mod dwcas;
+mod slot;
 
-pub(crate) use dwcas::{dwcas, fill as fill_slot, load_key, load_value, native as native_dwcas};
+pub use slot::Slot;
+
+pub(crate) use dwcas::{dwcas, native as native_dwcas};
 
 /// Hint the CPU to bring the cache line at `p` into all cache levels.
 ///

@@ -328,12 +328,12 @@ impl<K: Inline, V: Inline, S: BuildHasher> LocalMap<K, V, S> {
     ) -> Result<usize, Error> {
         // A resize inside the batch replaces and frees the index: the
         // pipeline asks for the current one at every step.
-        driver::batch(self, requests, responses, stop)
+        crate::batch::run(self, requests, responses, stop)
     }
 
     /// Get many keys at once, prefetching ahead; see [`Map::get_many`](crate::Map::get_many).
     pub fn get_many(&self, keys: &[K], out: &mut [Option<V>]) -> Result<(), Error> {
-        driver::get_many(self, keys, out)
+        crate::batch::get_many_of(self, keys, out)
     }
 
     /// Prefetch the bin of `key`.

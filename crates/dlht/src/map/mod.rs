@@ -4,6 +4,8 @@ mod atomics;
 pub(crate) mod len;
 #[cfg(all(feature = "rayon", not(loom)))]
 mod par;
+#[cfg(test)]
+mod reclaim_tests;
 mod shadow;
 mod snapshot;
 pub(crate) mod state;
@@ -249,7 +251,7 @@ impl<K: Inline, V: Inline, S: BuildHasher> Map<K, V, S> {
         responses: &mut [Response<V>],
         stop: StopOn,
     ) -> Result<usize, Error> {
-        driver::batch(self, requests, responses, stop)
+        crate::batch::run(self, requests, responses, stop)
     }
 
     /// Get many keys at once, prefetching ahead: `out[i]` receives the value
@@ -263,7 +265,7 @@ impl<K: Inline, V: Inline, S: BuildHasher> Map<K, V, S> {
     /// assert_eq!(out, [Some(30), None]);
     /// ```
     pub fn get_many(&self, keys: &[K], out: &mut [Option<V>]) -> Result<(), Error> {
-        driver::get_many(self, keys, out)
+        crate::batch::get_many_of(self, keys, out)
     }
 
     /// Prefetch the bin of `key` into the cache, for callers that interleave

@@ -5,7 +5,7 @@ use crate::error::Error;
 use crate::raw::index::Index;
 use crate::raw::markers::Markers;
 use crate::reclaim::{Guard, Reclaim};
-use crate::resize::ShrinkPolicy;
+use crate::resize::policy::{ShrinkPolicy, CHUNK_BINS};
 use crate::sync::{AtomicPtr, AtomicU64, AtomicUsize, Mutex, Ordering};
 use crossbeam_utils::CachePadded;
 
@@ -56,7 +56,7 @@ impl Core {
             transferred: CachePadded::new(AtomicUsize::new(0)),
             chunks: CachePadded::new(AtomicUsize::new(0)),
             occupancy_at_resize: Mutex::new(Vec::new()),
-            chunk_bins: crate::resize::CHUNK_BINS,
+            chunk_bins: CHUNK_BINS,
             shrinks: AtomicUsize::new(0),
             shrinks_fell_back: AtomicUsize::new(0),
             shrink_policy: ShrinkPolicy::new(bins),
@@ -183,7 +183,7 @@ impl Drop for Core {
 
 #[cfg(all(test, not(loom)))]
 mod tests {
-    use super::Core;
+    use crate::map::state::{AtomicUsize, CachePadded, Core};
     use core::mem::{offset_of, size_of};
 
     /// `current`, `generation` and the reclamation state (read by every
@@ -198,7 +198,7 @@ mod tests {
             lines(offset_of!(Core, reclaim), size_of::<crate::reclaim::Reclaim>()),
         ];
         for w in [offset_of!(Core, transferred), offset_of!(Core, chunks)] {
-            let w = lines(w, size_of::<super::CachePadded<super::AtomicUsize>>());
+            let w = lines(w, size_of::<CachePadded<AtomicUsize>>());
             for r in &read {
                 assert!(w.end <= r.start || r.end <= w.start, "written lines {w:?} overlap read lines {r:?}");
             }

@@ -8,54 +8,8 @@
 
 use super::header::AtomicHeader;
 use super::link_meta::{AtomicLinkMeta, LINK_SLOTS, PRIMARY_SLOTS};
-use crate::sync::AtomicU64;
 
-/// A key/value slot. 16-byte aligned so the pair can be swapped by one
-/// `cmpxchg16b` (see `arch::dwcas`).
-#[repr(C, align(16))]
-pub struct Slot {
-    /// The key word (a user key's bits, or a marker: see `raw::markers`).
-    pub key: AtomicU64,
-    /// The value word.
-    pub value: AtomicU64,
-}
-
-impl Slot {
-    /// A zeroed slot.
-    pub fn new() -> Self {
-        Slot { key: AtomicU64::new(0), value: AtomicU64::new(0) }
-    }
-
-    /// Read the key word. Acquire: pairs with the Release stores/CAS that
-    /// wrote it, so the value word written before is visible too.
-    #[inline(always)]
-    pub fn load_key(&self) -> u64 {
-        crate::arch::load_key(self)
-    }
-
-    /// Read the value word (after the key word; see `load_key`).
-    #[inline(always)]
-    pub fn load_value(&self) -> u64 {
-        crate::arch::load_value(self)
-    }
-
-    /// Fill the slot while the caller owns it exclusively (TryInsert, or a
-    /// new-index bin during transfer). Value, then key, both Release: a
-    /// reader whose Acquire slot load (`load_key`/`load_value`) sees either
-    /// word synchronizes with that store, so it also sees the header CAS that
-    /// gave us ownership (sequenced before), and its validating header
-    /// re-load fails. The pairing is the Acquire load's, not a fence's.
-    #[inline]
-    pub fn fill_owned(&self, key: u64, value: u64) {
-        crate::arch::fill_slot(self, key, value)
-    }
-}
-
-impl Default for Slot {
-    fn default() -> Self {
-        Self::new()
-    }
-}
+pub use crate::arch::Slot;
 
 /// The first bucket of every bin.
 #[repr(C, align(64))]

@@ -8,7 +8,7 @@
 //! only reachable through [`LocalMap`](crate::LocalMap), which is not `Sync`,
 //! so no other thread can observe the non-atomic read-modify-writes.
 
-use crate::raw::bucket::Slot;
+use crate::arch::Slot;
 use crate::sync::{AtomicU64, Ordering};
 
 /// How an index is shared. Sealed: [`Shared`] or [`Local`].
