@@ -19,6 +19,7 @@
 
 pub mod client;
 pub mod memaslap;
+mod plot;
 pub mod procs;
 
 use crate::harness::keys::ZipfTrace;
@@ -624,6 +625,13 @@ fn report(p: &Plan, machine: &Machine, rows: &[Row]) {
     write(&p.dir, "server.csv", &csv);
     write(&p.dir, "server-ratios.csv", &rcsv);
     write(&p.dir, "server.json", &serde_json::to_string_pretty(&all).unwrap_or_default());
+    match plot::write(&p.dir, &ratios, &machine.line(), p.a.threads) {
+        Ok(files) => println!(
+            "# plot: {}",
+            files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>().join(", ")
+        ),
+        Err(e) => println!("# note: no plot ({e})"),
+    }
     println!("# results: {}", p.dir.display());
 }
 
