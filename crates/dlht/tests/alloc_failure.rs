@@ -164,18 +164,19 @@ fn a_byte_map_refused_memory_or_given_too_long_a_value_changes_nothing() {
     map.insert(b"short", &[1; 100], &g).unwrap().unwrap();
     map.insert(&long_key, &[1; 100], &g).unwrap().unwrap();
     let cur = map.get(b"short", &g).unwrap();
-    // A blob: 8-byte header, the key if longer than 8 bytes, the value.
-    for (key, blob) in [(&b"short"[..], 8 + 100), (&long_key[..], 8 + 40 + 100), (b"new", 8 + 100)] {
+    const BLOB: usize = 12 + 100;
+    // A blob: 12-byte header (two lengths and the stamp), the key if longer than 8 bytes, the value.
+    for (key, blob) in [(&b"short"[..], BLOB), (&long_key[..], 12 + 40 + 100), (b"new", BLOB)] {
         let e = refusing(blob, contents, || map.upsert(key, &[2; 100], &g).map(|_| ()));
         assert_eq!(e, Err(Error::AllocFailed { bytes: blob }));
     }
-    let e = refusing(8 + 100, contents, || map.insert(b"new", &[2; 100], &g).map(|r| r.is_ok()));
-    assert_eq!(e, Err(Error::AllocFailed { bytes: 108 }));
-    let e = refusing(108, contents, || map.put(b"short", &[2; 100], &g).map(|r| r.is_some()));
-    assert_eq!(e, Err(Error::AllocFailed { bytes: 108 }));
+    let e = refusing(BLOB, contents, || map.insert(b"new", &[2; 100], &g).map(|r| r.is_ok()));
+    assert_eq!(e, Err(Error::AllocFailed { bytes: BLOB }));
+    let e = refusing(BLOB, contents, || map.put(b"short", &[2; 100], &g).map(|r| r.is_some()));
+    assert_eq!(e, Err(Error::AllocFailed { bytes: BLOB }));
     let e =
-        refusing(108, contents, || map.compare_and_replace(b"short", cur, &[2; 100], &g).map(|r| r.is_ok()));
-    assert_eq!(e, Err(Error::AllocFailed { bytes: 108 }));
+        refusing(BLOB, contents, || map.compare_and_replace(b"short", cur, &[2; 100], &g).map(|r| r.is_ok()));
+    assert_eq!(e, Err(Error::AllocFailed { bytes: BLOB }));
     // A value longer than the length field: refused before any allocation
     // (`vec!` of zeros maps untouched pages, so this costs no memory).
     let huge = vec![0u8; u32::MAX as usize + 1];
