@@ -331,6 +331,10 @@
 //!   and benchmarks; not a stable or safe API.
 
 #![deny(unsafe_op_in_unsafe_fn, missing_docs)]
+// docs.rs (`--cfg docsrs`, nightly): mark what a feature gates, as
+// "Available on crate feature rayon only"; loom is a test cfg, not shown.
+#![cfg_attr(docsrs, feature(doc_cfg))]
+#![cfg_attr(docsrs, doc(auto_cfg(hide(loom))))]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 mod allocator;
