@@ -1127,19 +1127,6 @@ mod tests {
     }
 
     #[test]
-    fn strtoull_quirks() {
-        assert_eq!(safe_strtoull(b"42"), Some(42));
-        assert_eq!(safe_strtoull(b"\t 42 junk"), Some(42));
-        assert_eq!(safe_strtoull(b"42x"), None);
-        assert_eq!(safe_strtoull(b"-0"), Some(0));
-        assert_eq!(safe_strtoull(b"-18446744073709551615"), Some(1));
-        assert_eq!(safe_strtoull(b"-1"), None);
-        assert_eq!(safe_strtoull(b""), None);
-        assert_eq!(safe_strtoull(b"+"), None);
-        assert_eq!(safe_strtoull(b"99999999999999999999"), None);
-    }
-
-    #[test]
     fn expiry_relative_absolute_negative() {
         let s = store();
         run(&s, "set r 0 10 1\r\nx\r\n");

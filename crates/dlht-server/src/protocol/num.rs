@@ -97,6 +97,12 @@ mod tests {
         // uniques (see OBSERVED.md): +5 ok, -1 rejected, 2^64 rejected,
         // -18446744073709551615 is 1, -0 is 0, 5x rejected.
         assert_eq!(safe_strtoull(b"5"), Some(5));
+        // What an item holds for incr/decr: leading space and trailing
+        // junk after a space are fine, digits run into letters are not.
+        assert_eq!(safe_strtoull(b"42"), Some(42));
+        assert_eq!(safe_strtoull(b"\t 42 junk"), Some(42));
+        assert_eq!(safe_strtoull(b"42x"), None);
+        assert_eq!(safe_strtoull(b"99999999999999999999"), None);
         assert_eq!(safe_strtoull(b"+5"), Some(5));
         assert_eq!(safe_strtoull(b"-1"), None);
         assert_eq!(safe_strtoull(b"-0"), Some(0));
