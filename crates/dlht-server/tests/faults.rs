@@ -18,7 +18,8 @@ use std::time::{Duration, Instant};
 use dlht_server::config::Config;
 use dlht_server::server::{self, Running};
 
-const TIMEOUT: Duration = Duration::from_secs(10);
+mod common;
+use common::{connect, read_n, TIMEOUT};
 
 /// `n` scaled by `DLHT_STRESS_SCALE` (at least 1).
 fn scaled(n: usize) -> usize {
@@ -28,23 +29,6 @@ fn scaled(n: usize) -> usize {
 
 fn config() -> Config {
     Config { port: 0, threads: 2, listen: "127.0.0.1".into(), ..Config::default() }
-}
-
-fn connect(addr: SocketAddr) -> TcpStream {
-    let s = TcpStream::connect(addr).expect("connect");
-    s.set_read_timeout(Some(TIMEOUT)).unwrap();
-    s.set_write_timeout(Some(TIMEOUT)).unwrap();
-    s.set_nodelay(true).unwrap();
-    s
-}
-
-fn read_n(s: &mut impl Read, n: usize) -> Vec<u8> {
-    let mut buf = vec![0; n];
-    let started = Instant::now();
-    if let Err(e) = s.read_exact(&mut buf) {
-        panic!("no reply after {:?}: {e}", started.elapsed());
-    }
-    buf
 }
 
 fn roundtrip(s: &mut TcpStream, request: &[u8], expected: &[u8]) {

@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 use dlht_server::config::Config;
 use dlht_server::server::{self, Running};
 
-const TIMEOUT: Duration = Duration::from_secs(5);
+mod common;
+use common::{connect, read_n, TIMEOUT};
 
 fn config() -> Config {
     Config { port: 0, threads: 2, ..Config::default() }
@@ -20,24 +21,6 @@ fn config() -> Config {
 
 fn start() -> Running {
     server::start(&config()).expect("server starts")
-}
-
-fn connect(addr: SocketAddr) -> TcpStream {
-    let s = TcpStream::connect(addr).expect("connect");
-    s.set_read_timeout(Some(TIMEOUT)).unwrap();
-    s.set_write_timeout(Some(TIMEOUT)).unwrap();
-    s.set_nodelay(true).unwrap();
-    s
-}
-
-/// Reads exactly `n` bytes.
-fn read_n(s: &mut impl Read, n: usize) -> Vec<u8> {
-    let mut buf = vec![0; n];
-    let started = Instant::now();
-    if let Err(e) = s.read_exact(&mut buf) {
-        panic!("no reply after {:?}: {e}", started.elapsed());
-    }
-    buf
 }
 
 fn read_str(s: &mut impl Read, n: usize) -> String {
