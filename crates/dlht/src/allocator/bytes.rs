@@ -382,6 +382,13 @@ impl<S: BuildHasher> ByteMap<S> {
         Ok(ByteNamespace { map: self, ns: namespace_id(ns)? })
     }
 
+    // The map's own methods are namespace 0's, forwarded by hand, one line
+    // each (as hashbrown's `HashSet` forwards to `HashMap`). Unlike `Map` and
+    // `LocalMap`, whose requests share one definition (`map::requests`),
+    // this map and AllocMap differ in every signature (byte slices and
+    // `ValueRef` here, borrowed typed keys and `&V` there) and in every example,
+    // so a shared macro would take each signature and doc as arguments and
+    // only hide them from the source's reader.
     #[inline(always)]
     fn ns0(&self) -> ByteNamespace<'_, S> {
         ByteNamespace { map: self, ns: 0 }

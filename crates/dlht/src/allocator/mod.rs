@@ -477,6 +477,13 @@ where
         Ok(Namespace { map: self, ns: namespace_id(ns)? })
     }
 
+    // The map's own methods are namespace 0's, forwarded by hand, one line
+    // each (as hashbrown's `HashSet` forwards to `HashMap`). Unlike `Map` and
+    // `LocalMap`, whose requests share one definition (`map::requests`),
+    // this map and ByteMap differ in every signature (borrowed typed keys
+    // and `&V` here, byte slices and `ValueRef` there) and in every example,
+    // so a shared macro would take each signature and doc as arguments and
+    // only hide them from the source's reader.
     #[inline(always)]
     fn ns0(&self) -> Namespace<'_, K, V, S> {
         Namespace { map: self, ns: 0 }

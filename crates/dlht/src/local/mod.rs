@@ -33,7 +33,6 @@ mod traits;
 
 pub use traits::LocalIter;
 
-use crate::batch::{Request, Response, StopOn};
 use crate::driver::{self, Front, KeyValue, Runner, DEFAULT_BINS};
 use crate::error::Error;
 use crate::hash::DefaultHashBuilder;
@@ -270,76 +269,6 @@ impl<K: Inline, V: Inline, S: BuildHasher> LocalMap<K, V, S> {
                 }
             }
         }
-    }
-
-    /// The value of `key`, if present.
-    #[inline]
-    pub fn get(&self, key: &K) -> Option<V> {
-        driver::get(self, key)
-    }
-
-    /// True if `key` is present.
-    #[inline]
-    pub fn contains_key(&self, key: &K) -> bool {
-        self.get(key).is_some()
-    }
-
-    /// Insert `key → value` if absent; `Err` carries the value already there.
-    #[inline]
-    pub fn insert(&self, key: K, value: V) -> Result<(), V> {
-        driver::or_panic(driver::try_insert(self, key, value))
-    }
-
-    /// Like [`insert`](Self::insert), returning growth failure as an error.
-    pub fn try_insert(&self, key: K, value: V) -> Result<Result<(), V>, Error> {
-        driver::try_insert(self, key, value)
-    }
-
-    /// Replace the value of a present `key`; None (nothing inserted) if absent.
-    #[inline]
-    pub fn put(&self, key: K, value: V) -> Option<V> {
-        driver::put(self, key, value)
-    }
-
-    /// Remove `key`, returning its value.
-    #[inline]
-    pub fn remove(&self, key: &K) -> Option<V> {
-        driver::remove(self, key)
-    }
-
-    /// Insert or overwrite: the old value if `key` was present.
-    #[inline]
-    pub fn upsert(&self, key: K, value: V) -> Option<V> {
-        driver::or_panic(driver::try_upsert(self, key, value))
-    }
-
-    /// Like [`upsert`](Self::upsert), returning growth failure as an error.
-    pub fn try_upsert(&self, key: K, value: V) -> Result<Option<V>, Error> {
-        driver::try_upsert(self, key, value)
-    }
-
-    /// A batch of mixed requests in order, with prefetching; see
-    /// [`Map::batch`](crate::Map::batch).
-    pub fn batch(
-        &self,
-        requests: &[Request<K, V>],
-        responses: &mut [Response<V>],
-        stop: StopOn,
-    ) -> Result<usize, Error> {
-        // A resize inside the batch replaces and frees the index: the
-        // pipeline asks for the current one at every step.
-        crate::batch::run(self, requests, responses, stop)
-    }
-
-    /// Get many keys at once, prefetching ahead; see [`Map::get_many`](crate::Map::get_many).
-    pub fn get_many(&self, keys: &[K], out: &mut [Option<V>]) -> Result<(), Error> {
-        crate::batch::get_many_of(self, keys, out)
-    }
-
-    /// Prefetch the bin of `key`.
-    #[inline]
-    pub fn prefetch(&self, key: &K) {
-        driver::prefetch(self, key)
     }
 
     /// Number of keys.
