@@ -71,6 +71,9 @@ record_reuse_by_id teardown a_map_entered_from_a_tls_destructor_keeps_its_index_
 links_never_raised capacity churn_at_capacity_does_not_grow_a_presized_map
 update_blind alloc_rmw concurrent_updates_count_exactly
 compute_blind every_mode every_mode_counts_exactly_through_update_and_compute
+recover_no_moving persist every_crash_point_is_recovered
+recover_no_clean persist every_crash_point_is_recovered
+transfer_kills_dead persist every_crash_point_is_recovered
 PLANTS
 
 # Plants caught by a unit test of the library (outside loom: they need a

@@ -43,6 +43,30 @@ pub enum Error {
         /// Its length.
         bytes: usize,
     },
+    /// A persistent map's file or directory could not be read, written or
+    /// mapped (what was being done, and the operating system's reason).
+    Io {
+        /// The step that failed.
+        what: &'static str,
+        /// The operating system's reason.
+        kind: std::io::ErrorKind,
+    },
+    /// A persistent map's file is not one dlht wrote, or was damaged
+    /// (truncated, overwritten): nothing was changed in it.
+    Corrupt {
+        /// What is wrong.
+        what: &'static str,
+    },
+    /// A persistent map's file is dlht's, but for another map: another
+    /// layout version, key or value size, kind of map or hash function.
+    /// Nothing was changed in it.
+    Incompatible {
+        /// What differs.
+        what: &'static str,
+    },
+    /// Another process (or another map of this one) has the persistent map
+    /// open: a directory is opened by one map at a time.
+    Locked,
 }
 
 impl fmt::Display for Error {
@@ -63,6 +87,10 @@ impl fmt::Display for Error {
             Error::TooLong { bytes } => {
                 write!(f, "a key or value of {bytes} bytes is longer than the {} a byte map holds", u32::MAX)
             }
+            Error::Io { what, kind } => write!(f, "{what}: {kind}"),
+            Error::Corrupt { what } => write!(f, "not a valid dlht map file: {what}"),
+            Error::Incompatible { what } => write!(f, "a dlht map file of another kind: {what}"),
+            Error::Locked => write!(f, "the map directory is open in another map or process"),
             Error::BinOverflow => write!(
                 f,
                 "more than 15 keys share one bin even at the largest index size; the hash function does not separate them"

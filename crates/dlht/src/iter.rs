@@ -87,7 +87,7 @@ fn read_bin<T: Threading>(
     out: &mut Vec<(u64, u64)>,
 ) -> bool {
     let bin = idx.bin_as::<T>(b);
-    let (dead, pending, shadow) = (bin.dead(), bin.pending(), bin.shadow());
+    let (dead, pending, shadow, moved) = (bin.dead(), bin.pending(), bin.shadow(), bin.moved());
     // The bin holds other classes too when the class is finer than it.
     let filter = class.mask > (idx.bins() - 1) as u64;
     let start = out.len();
@@ -100,7 +100,7 @@ fn read_bin<T: Threading>(
         for i in h.slots_in(SlotState::Valid) {
             let slot = bin.slot(&mut lm, i);
             let k = slot.load_key();
-            if k != dead && k != pending && k != shadow {
+            if k != dead && k != pending && k != shadow && k != moved {
                 out.push((k, slot.load_value()));
             }
         }

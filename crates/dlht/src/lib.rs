@@ -348,6 +348,7 @@ mod hash;
 mod iter;
 mod local;
 mod map;
+mod persist;
 mod protocol;
 mod raw;
 mod reclaim;
@@ -373,9 +374,13 @@ pub use compute::{Computed, Op};
 pub use error::Error;
 pub use hash::{DefaultHashBuilder, Modulo, ModuloHasher};
 pub use local::{LocalIter, LocalMap};
+#[cfg(not(loom))]
+pub use map::FileMap;
 #[cfg(all(feature = "rayon", not(loom)))]
 pub use map::ParIter;
 pub use map::{Counter, Iter, Map, ShadowInsert, ShadowRefused, Shadowing};
+#[cfg(not(loom))]
+pub use persist::{hasher::FileHasher, Durability, OpenOptions, Recovery};
 pub use set::{Set, SetRequest};
 pub use stats::{Memory, Stats};
 pub use word::Inline;
@@ -385,6 +390,8 @@ pub use word::Inline;
 #[cfg(feature = "internals")]
 #[doc(hidden)]
 pub mod internals {
+    #[cfg(not(loom))]
+    pub use crate::persist::crash::CrashPoint;
     pub use crate::raw::alloc::ZeroedArray;
     pub use crate::raw::index::live_indexes;
 

@@ -67,6 +67,10 @@ pub struct ThreadRecord {
     /// This thread's share of the bytes of values an allocator-mode map
     /// holds (`map/len.rs`); unused by inlined maps.
     pub value_bytes: CountShare,
+    /// The number (plus one) of this record's cell in a persistent map's
+    /// file (`persist`); 0 until it writes, and for in-memory maps.
+    #[cfg_attr(loom, allow(dead_code))]
+    pub persist_cell: crate::sync::unmodelled::AtomicUsize,
     /// Held by one thread at a time (see `records`). Not modelled by
     /// loom, whose records are found by thread id.
     claimed: std::sync::atomic::AtomicBool,

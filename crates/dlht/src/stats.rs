@@ -113,7 +113,7 @@ impl Stats {
             let mut lm = Some(lm);
             for i in h.slots_in(SlotState::Valid) {
                 let k = bin.slot(&mut lm, i).load_key();
-                if k != bin.dead() && k != bin.pending() && k != bin.shadow() {
+                if k != bin.dead() && k != bin.pending() && k != bin.shadow() && k != bin.moved() {
                     occupied += 1;
                 }
             }

@@ -19,8 +19,12 @@ pub(crate) use core::sync::atomic::compiler_fence;
 /// that order nothing, and that a static must hold (loom's atomics cannot
 /// be built in a const); an index's link soft limit, a policy that guards
 /// no data.
+/// Also the atomics of a persistent map's files: memory shared with the
+/// page cache, which loom cannot model (the persistent map is not built
+/// under loom).
 pub(crate) mod unmodelled {
-    pub(crate) use core::sync::atomic::{AtomicU64, AtomicUsize};
+    #[cfg_attr(loom, allow(unused_imports))]
+    pub(crate) use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
 }
 
 /// The mutex of the retired-index list: loom's under loom, so that a model

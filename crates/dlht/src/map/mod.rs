@@ -4,6 +4,8 @@ mod atomics;
 pub(crate) mod len;
 #[cfg(all(feature = "rayon", not(loom)))]
 mod par;
+#[cfg(not(loom))]
+mod persistent;
 #[cfg(test)]
 mod reclaim_tests;
 mod requests;
@@ -15,6 +17,8 @@ mod traits;
 pub use atomics::Counter;
 #[cfg(all(feature = "rayon", not(loom)))]
 pub use par::ParIter;
+#[cfg(not(loom))]
+pub use persistent::FileMap;
 pub use shadow::{ShadowInsert, ShadowRefused, Shadowing};
 pub use traits::Iter;
 
@@ -22,6 +26,8 @@ use crate::driver::{self, Front, KeyValue, Runner, DEFAULT_BINS};
 use crate::error::Error;
 use crate::hash::DefaultHashBuilder;
 use crate::map::state::Core;
+#[cfg(not(loom))]
+use crate::persist::layout::{Intent, IntentKind, ThreadCell};
 use crate::protocol::Step;
 use crate::raw::index::{BinRef, Index, ResizeState};
 use crate::raw::markers::Markers;
@@ -378,7 +384,13 @@ impl<K: Inline, V: Inline, S: BuildHasher> Front for Map<K, V, S> {
     #[inline(always)]
     fn enter<X>(&self, f: impl FnOnce(&Session<'_, K, V, S>) -> X) -> X {
         let guard = self.core.pin();
-        f(&Session { map: self, index: self.core.current(&guard), guard: &guard })
+        f(&Session {
+            map: self,
+            index: self.core.current(&guard),
+            guard: &guard,
+            #[cfg(not(loom))]
+            cell: self.core.cell(&guard),
+        })
     }
 }
 
@@ -387,6 +399,9 @@ pub(crate) struct Session<'m, K, V, S> {
     map: &'m Map<K, V, S>,
     index: &'m Index,
     guard: &'m Guard<'m>,
+    /// This thread's cell in a persistent map's file (None in memory).
+    #[cfg(not(loom))]
+    cell: Option<&'m ThreadCell>,
 }
 
 /// The cold paths of [`Runner::run`], out of line so that the hot path (a
@@ -428,7 +443,13 @@ impl<K: Inline, V: Inline, S: BuildHasher> Runner for Session<'_, K, V, S> {
     /// replace, and `run` follows transfers anyway.
     #[inline(always)]
     fn user_code(&self) -> Session<'_, K, V, S> {
-        Session { map: self.map, index: self.index, guard: self.guard }
+        Session {
+            map: self.map,
+            index: self.index,
+            guard: self.guard,
+            #[cfg(not(loom))]
+            cell: self.cell,
+        }
     }
 
     /// Shared removes always kill the key.
@@ -457,11 +478,25 @@ impl<K: Inline, V: Inline, S: BuildHasher> Runner for Session<'_, K, V, S> {
         let mut spins = 0;
         loop {
             let bin = idx.bin(idx.bin_of(hash));
+            // A persistent map's thread names the bin before touching it,
+            // for recovery (`persist`). Relaxed: the protocol's first write
+            // is a CAS, which orders this store before it.
+            #[cfg(not(loom))]
+            if let Some(c) = self.cell {
+                c.intent
+                    .store(Intent::pack(IntentKind::Operation, idx.generation, bin.bin), Ordering::Relaxed);
+            }
             match op(&bin) {
                 Step::Done(r) => {
                     let d = len_delta(&r);
                     // Gets and puts skip these stores.
                     if d != 0 {
+                        #[cfg(not(loom))]
+                        if let Some(c) = self.cell {
+                            // Relaxed load+store: the cell's owner only.
+                            let n = c.len_share.load(Ordering::Relaxed);
+                            c.len_share.store(n.wrapping_add(d as u64), Ordering::Relaxed);
+                        }
                         if self.guard.record().len.add(d) {
                             self.map.maybe_shrink(self.guard);
                         }

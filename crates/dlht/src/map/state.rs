@@ -2,12 +2,16 @@
 //! and counters. `Map<K, V, S>` wraps it with key/value encoding and hashing.
 
 use crate::error::Error;
+#[cfg(not(loom))]
+use crate::persist::{cell::CellScope, layout::ThreadCell, MapFile};
 use crate::raw::index::Index;
 use crate::raw::markers::Markers;
 use crate::reclaim::{Guard, Reclaim};
 use crate::resize::policy::{ShrinkPolicy, CHUNK_BINS};
 use crate::sync::{AtomicPtr, AtomicU64, AtomicUsize, Mutex, Ordering};
 use crossbeam_utils::CachePadded;
+#[cfg(not(loom))]
+use std::sync::Arc;
 
 /// Shared state behind a map.
 pub struct Core {
@@ -32,6 +36,9 @@ pub struct Core {
     shrinks_fell_back: AtomicUsize,
     /// When to shrink on its own.
     pub shrink_policy: ShrinkPolicy,
+    /// The files of a persistent map (`persist`); None in memory.
+    #[cfg(not(loom))]
+    persist: Option<Arc<MapFile>>,
 }
 
 impl Core {
@@ -47,10 +54,30 @@ impl Core {
     }
 
     fn with_reclaim(bins: usize, markers: Markers, reclaim: Reclaim) -> Result<Core, Error> {
-        let index = Box::new(Index::new(bins, markers, 1)?);
-        Ok(Core {
+        Ok(Self::assemble(Index::new(bins, markers, 1)?, reclaim))
+    }
+
+    /// A persistent map's core: its current index, the next one a grow was
+    /// filling when the map was last open (the grow goes on), its files.
+    #[cfg(not(loom))]
+    pub fn persistent(current: Index, next: Option<Index>, file: Arc<MapFile>) -> Core {
+        if let Some(n) = next {
+            current.attach_next(Box::new(n));
+            // Release: as `resize::attach` publishes a next index.
+            current.resize.phase.store(crate::raw::index::ResizeState::PUBLISHED, Ordering::Release);
+        }
+        let mut core = Self::assemble(current, Reclaim::new());
+        core.persist = Some(file);
+        core
+    }
+
+    fn assemble(index: Index, reclaim: Reclaim) -> Core {
+        let bins = index.bins();
+        let generation = index.generation;
+        let index = Box::new(index);
+        Core {
             current: AtomicPtr::new(Box::into_raw(index)),
-            generation: AtomicU64::new(1),
+            generation: AtomicU64::new(generation),
             reclaim,
             resizes: AtomicUsize::new(0),
             transferred: CachePadded::new(AtomicUsize::new(0)),
@@ -60,7 +87,34 @@ impl Core {
             shrinks: AtomicUsize::new(0),
             shrinks_fell_back: AtomicUsize::new(0),
             shrink_policy: ShrinkPolicy::new(bins),
-        })
+            #[cfg(not(loom))]
+            persist: None,
+        }
+    }
+
+    /// The files of a persistent map.
+    #[cfg(not(loom))]
+    #[inline(always)]
+    pub fn persist(&self) -> Option<&Arc<MapFile>> {
+        self.persist.as_ref()
+    }
+
+    /// The calling thread's cell in a persistent map's file (None in memory).
+    #[cfg(not(loom))]
+    #[inline(always)]
+    pub fn cell<'g>(&'g self, guard: &'g Guard<'_>) -> Option<&'g ThreadCell> {
+        match &self.persist {
+            None => None,
+            Some(p) => Some(p.cell(&guard.record().persist_cell)),
+        }
+    }
+
+    /// While the returned scope lives, this thread's transfers record what
+    /// they move in its cell (persistent maps only).
+    #[cfg(not(loom))]
+    pub fn cell_scope(&self) -> Option<CellScope> {
+        let p = self.persist.as_ref()?;
+        Some(self.reclaim.with_record(|r| CellScope::enter(p.cell(&r.persist_cell))))
     }
 
     /// Enter the map: announce this thread (if it is not inside already)
@@ -105,6 +159,18 @@ impl Core {
         }
         self.shrink_policy.resized(fell_back.then(|| (keys, old.bins())));
         let old_ptr = old as *const Index as *mut Index;
+        #[cfg(not(loom))]
+        if let Some(p) = &self.persist {
+            // The file names the new index before any thread can use it as
+            // current (and start growing it), and the old one's file is
+            // deleted once the index is freed. A crash between the two
+            // finds the new index current with everything in it.
+            p.set_generation(next.generation);
+            if let Some(f) = old.file() {
+                f.retire();
+            }
+            crate::persist::crash::at(crate::persist::crash::CrashPoint::ResizePublished);
+        }
         self.current.store(next as *const Index as *mut Index, Ordering::SeqCst);
         self.generation.store(next.generation, Ordering::SeqCst);
         self.resizes.fetch_add(1, Ordering::Relaxed);
@@ -167,6 +233,13 @@ impl Drop for Core {
     fn drop(&mut self) {
         // Relaxed: &mut self, no other thread can access the map.
         let mut cur = self.current.load(Ordering::Relaxed);
+        // A persistent map being dropped has no operation in flight: it is
+        // clean (a grow left under way by bounded helping is found by the
+        // next open from its index file, and goes on).
+        #[cfg(not(loom))]
+        if let Some(p) = &self.persist {
+            p.close_clean();
+        }
         // A grow may be under way (helping is bounded, so writes can stop
         // before it ends): the indexes it is filling are owned here too.
         while !cur.is_null() {

@@ -30,6 +30,7 @@
 //! insert; a shadow insert that finds one reports it instead.
 
 use super::{link_needed, release_slot, scan, settle, validate, wait_pending, Scan, Step};
+use crate::persist::crash::{self, CrashPoint};
 use crate::raw::header::SlotState;
 use crate::raw::index::{BinRef, Claimant};
 use crate::raw::threading::Threading;
@@ -111,6 +112,7 @@ pub fn insert_as<T: Threading>(bin: &BinRef<'_, T>, key: u64, value: u64, mode: 
         if bin.cas_header(h, claimed).is_err() {
             continue 'restart; // I4
         }
+        crash::at(CrashPoint::InsertClaimed);
         let slot = bin.slot(&mut None, slot_i);
         if !T::SHARED && mode == Mode::Plain {
             // Single-thread mode: no put can race, so no pending step.
@@ -149,11 +151,15 @@ pub fn insert_as<T: Threading>(bin: &BinRef<'_, T>, key: u64, value: u64, mode: 
                 }
             }
         }
+        crash::at(CrashPoint::InsertCommitted);
         if mode == Mode::Shadow {
             return Step::Done(Inserted::New); // held, hidden: the commit publishes
         }
         return match bin.dwcas(slot, (marker, key), (key, value)) {
-            Ok(()) => Step::Done(Inserted::New), // I7
+            Ok(()) => {
+                crash::at(CrashPoint::InsertPublished);
+                Step::Done(Inserted::New) // I7
+            }
             Err(_) => {
                 // Killed by a transfer: nothing was published here.
                 let mut h = bin.header();

@@ -19,6 +19,7 @@
 //! returned pair showed the key with the value declined (one atomic read).
 
 use super::{locate, Located, Step};
+use crate::persist::crash::{self, CrashPoint};
 use crate::raw::index::BinRef;
 use crate::raw::threading::Threading;
 
@@ -65,9 +66,12 @@ pub fn update<T: Threading>(
                 return Step::Done(Change::Kept(old)); // P4: declined
             };
             match bin.dwcas(slot, (key, old), (key, value)) {
-                Ok(()) => return Step::Done(Change::Changed(old)), // P4
-                Err((k, v)) if k == key => old = v,                // P5: a racing put won
-                Err(_) => continue 'restart,                       // removed or transferred
+                Ok(()) => {
+                    crash::at(CrashPoint::PutSwapped);
+                    return Step::Done(Change::Changed(old)); // P4
+                }
+                Err((k, v)) if k == key => old = v, // P5: a racing put won
+                Err(_) => continue 'restart,        // removed or transferred
             }
         }
     }

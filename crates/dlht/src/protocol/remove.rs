@@ -15,6 +15,7 @@
 
 use super::put::Change;
 use super::{locate, release_slot, Located, Step};
+use crate::persist::crash::{self, CrashPoint};
 use crate::raw::header::SlotState;
 use crate::raw::index::BinRef;
 use crate::raw::threading::Threading;
@@ -79,7 +80,10 @@ pub fn remove_if<T: Threading>(
         let dead = bin.dead();
         loop {
             match bin.dwcas(slot, (key, old), (dead, old)) {
-                Ok(()) => break, // D4
+                Ok(()) => {
+                    crash::at(CrashPoint::RemoveKilled);
+                    break; // D4
+                }
                 Err((k, v)) if k == key => old = v,
                 Err(_) => continue 'restart,
             }

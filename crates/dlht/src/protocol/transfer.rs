@@ -16,6 +16,8 @@
 //! same steps on all of them together ([`transfer_target`]).
 
 use super::link_needed;
+use crate::persist::cell::{note_moving, note_transfer};
+use crate::persist::crash::{self, CrashPoint};
 use crate::raw::header::{BinState, Header, SlotState, SLOTS_PER_BIN};
 use crate::raw::index::{BinRef, Claimant, Index};
 use crate::raw::threading::Threading;
@@ -54,8 +56,12 @@ impl Drop for AbortOnUnwind {
 #[inline(always)]
 fn transfer_bin_inner<T: Threading>(old: &Index, b: usize, new: &Index, hash: &dyn Fn(u64) -> u64) -> usize {
     let bin = old.bin_as::<T>(b);
+    note_transfer(old.generation, b);
     let h = match claim(&bin) {
-        Claim::Won(h) => h,
+        Claim::Won(h) => {
+            crash::at(CrashPoint::TransferClaimed);
+            h
+        }
         // Forwarded by a shrink that fell back: nothing here.
         Claim::Done => return 0,
         // An insert is transferring its own bin ([`transfer_own_bin`]):
@@ -172,6 +178,67 @@ pub fn transfer_target<T: Threading>(
     copied
 }
 
+/// Recovery, step 1 for a bin a thread of a dead process was transferring
+/// (InTransfer): place the pair of the slot it was moving (`moving`: the
+/// slot, its header state bits and the pair, as `persist::cell::note_moving`
+/// recorded them) if its kill landed and the pair is not in `new` yet.
+/// Several dead threads may name the bin (the transferer, and chunk
+/// claimants that found it busy): every record is placed before any
+/// [`resume_bin`] finishes the bin, since that skips moved slots. Returns
+/// the keys placed (0 or 1). The caller is the only thread in the map.
+#[cfg_attr(loom, allow(dead_code))]
+pub fn place_moving<T: Threading>(
+    old: &Index,
+    b: usize,
+    new: &Index,
+    hash: &dyn Fn(u64) -> u64,
+    (i, state, pair): (usize, u8, (u64, u64)),
+) -> usize {
+    let bin = old.bin_as::<T>(b);
+    if bin.header().bin_state() != BinState::InTransfer {
+        return 0;
+    }
+    let key = if pair.0 == bin.shadow() { pair.1 } else { pair.0 };
+    let Some(slot) = bin.slot_in(bin.bucket.link_meta.load(), i) else { return 0 };
+    let killed_by_us = (slot.load_key(), slot.load_value()) == (bin.moved(), key);
+    if !killed_by_us || holds(new, hash(key), key) {
+        return 0;
+    }
+    let state = if state == SlotState::Shadow as u8 { SlotState::Shadow } else { SlotState::Valid };
+    place::<T>(new, hash(key), pair, state);
+    1
+}
+
+/// Recovery, step 2: finish the transfer of bin `b` of `old` into `new` a
+/// thread of a dead process claimed (the slots it had not reached, T2, then
+/// T3), after [`place_moving`]. Returns the keys copied.
+#[cfg_attr(loom, allow(dead_code))]
+pub fn resume_bin<T: Threading>(old: &Index, b: usize, new: &Index, hash: &dyn Fn(u64) -> u64) -> usize {
+    let bin = old.bin_as::<T>(b);
+    let h = bin.header();
+    if h.bin_state() != BinState::InTransfer {
+        return 0; // not claimed yet, or finished
+    }
+    let copied = copy_out(&bin, h, new, hash);
+    finish(&bin, h);
+    copied
+}
+
+/// True if the bin of `hash` in `idx` holds `key` in a Valid or Shadow
+/// slot, live or as a shadow insert (recovery's check for a pair already
+/// placed).
+#[cfg_attr(loom, allow(dead_code))]
+fn holds(idx: &Index, hash: u64, key: u64) -> bool {
+    let bin = idx.bin(idx.bin_of(hash));
+    let h = bin.header();
+    let mut lm = None;
+    h.slots_in(SlotState::Valid).or(h.slots_in(SlotState::Shadow)).into_iter().any(|i| {
+        let slot = bin.slot(&mut lm, i);
+        let k = slot.load_key();
+        k == key || (k == bin.shadow() && slot.load_value() == key)
+    })
+}
+
 /// Most source bins one shrink step merges into a target.
 pub const MAX_SHRINK_FACTOR: usize = 16;
 
@@ -208,12 +275,13 @@ fn claim<T: Threading>(bin: &BinRef<'_, T>) -> Claim {
 /// T3: the bin's keys are in the next index.
 fn finish<T: Threading>(bin: &BinRef<'_, T>, h: Header) {
     bin.bucket.header.store_owned(h.with_bin_state(BinState::DoneTransfer));
+    crash::at(CrashPoint::TransferFinished);
 }
 
 /// T2 on a bin claimed with header `h`: kill each Valid or Shadow slot and
 /// copy what it held into `dest`. Returns the keys copied.
 fn copy_out<T: Threading>(bin: &BinRef<'_, T>, h: Header, dest: &Index, hash: &dyn Fn(u64) -> u64) -> usize {
-    let (dead, pending, shadow) = (bin.dead(), bin.pending(), bin.shadow());
+    let (dead, pending, shadow, moved) = (bin.dead(), bin.pending(), bin.shadow(), bin.moved());
     let mut lm = None;
     let mut copied = 0;
     // Copy a killed slot's words `w`, which were in state `state`: a live
@@ -237,7 +305,7 @@ fn copy_out<T: Threading>(bin: &BinRef<'_, T>, h: Header, dest: &Index, hash: &d
         let slot = bin.slot(&mut lm, i);
         let mut cur = (slot.load_key(), slot.load_value());
         loop {
-            if cur.0 == dead {
+            if cur.0 == dead || cur.0 == moved {
                 break;
             }
             // Planted bug (scripts/planted-bugs.sh): copy without a transfer
@@ -247,9 +315,26 @@ fn copy_out<T: Threading>(bin: &BinRef<'_, T>, h: Header, dest: &Index, hash: &d
                 copy(cur, h.slot(i));
                 break;
             }
-            match bin.dwcas(slot, cur, (dead, cur.1)) {
+            // A pending insert is killed as dead (it is not copied); a
+            // copied slot as moved, with its key (see `raw::markers`), after
+            // a persistent map's thread recorded the pair (`persist::cell`).
+            let killed = if cur.0 == pending {
+                (dead, cur.1)
+            } else {
+                note_moving(i, h.slot(i) as u8, cur);
+                // Planted bug (scripts/planted-bugs.sh): kill as a remove
+                // does, so recovery cannot tell the move from a remove.
+                if cfg!(dlht_plant = "transfer_kills_dead") {
+                    (dead, cur.1)
+                } else {
+                    (moved, if cur.0 == shadow { cur.1 } else { cur.0 })
+                }
+            };
+            match bin.dwcas(slot, cur, killed) {
                 Ok(()) => {
+                    crash::at(CrashPoint::TransferKilled);
                     copy(cur, h.slot(i));
+                    crash::at(CrashPoint::TransferPlaced);
                     break;
                 }
                 Err(found) => cur = found,

@@ -113,6 +113,47 @@ impl<T> ZeroedArray<T> {
         })
     }
 
+    /// `len` elements in `bytes` of `file` from `offset` (page-aligned),
+    /// mapped shared: the array is the file's contents, and what is stored
+    /// in it outlives the process. Unmapped on drop.
+    ///
+    /// # Safety
+    /// Any bytes the file holds must be a valid `T` (the index's buckets
+    /// are atomics only), and the file must be at least `offset + len ·
+    /// size_of::<T>()` bytes long (a shorter file faults on access).
+    #[cfg(not(loom))]
+    pub unsafe fn map_file(file: &std::fs::File, offset: usize, len: usize) -> Result<Self, Error> {
+        let bytes = len.checked_mul(size_of::<T>()).ok_or(Error::CapacityOverflow)?;
+        let m = crate::persist::files::Mapping::new(file, offset, bytes.max(1))?;
+        let (base, mapped) = m.into_raw();
+        Ok(ZeroedArray {
+            // SAFETY: mmap returned a non-null, page-aligned address (at
+            // least T's alignment: the buckets ask for 64).
+            ptr: unsafe { NonNull::new_unchecked(base as *mut T) },
+            len,
+            mapping: (base as usize, mapped),
+            _owns: PhantomData,
+        })
+    }
+
+    /// Write a file-mapped array's dirty pages to its file and wait
+    /// (msync); nothing for other arrays.
+    #[cfg(not(loom))]
+    pub fn sync(&self) -> Result<(), Error> {
+        let (base, mapped) = self.mapping;
+        if mapped == 0 {
+            return Ok(());
+        }
+        // SAFETY: exactly this array's live mapping.
+        if unsafe { libc::msync(base as *mut libc::c_void, mapped, libc::MS_SYNC) } != 0 {
+            return Err(Error::Io {
+                what: "syncing an index file",
+                kind: std::io::Error::last_os_error().kind(),
+            });
+        }
+        Ok(())
+    }
+
     /// Loom build: every element constructed by `Default`.
     ///
     /// # Safety

@@ -7,9 +7,15 @@ use super::link_meta::{LinkKind, LinkMeta, SlotHome};
 use super::markers::Markers;
 use super::threading::{fetch_add, Shared, Threading};
 use crate::error::Error;
+#[cfg(not(loom))]
+use crate::persist::index_file::IndexFile;
+#[cfg(not(loom))]
+use crate::persist::layout::IndexHeader;
 use crate::sync::{unmodelled, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use core::marker::PhantomData;
 use crossbeam_utils::CachePadded;
+#[cfg(not(loom))]
+use std::{path::Path, sync::Arc};
 
 /// Fewest bins an index has: two, so both bin parities exist (see markers).
 pub const MIN_BINS: usize = 2;
@@ -117,6 +123,9 @@ pub struct Index {
     /// writes, so a free that is not ordered after a read is reported.
     #[cfg(loom)]
     liveness: loom::cell::UnsafeCell<u8>,
+    /// The file the arrays are mapped from, for a persistent map.
+    #[cfg(not(loom))]
+    file: Option<IndexFile>,
 }
 
 #[cfg(all(test, loom))]
@@ -163,31 +172,48 @@ pub fn live_indexes() -> usize {
 impl Index {
     /// A zeroed index of `bins` bins (a power of two in MIN_BINS..=MAX_BINS).
     pub fn new(bins: usize, markers: Markers, generation: u64) -> Result<Index, Error> {
+        let link_hard = Self::check_size(bins)?;
+        // SAFETY: both bucket types are atomics only: all-zero is valid.
+        let bins_arr = unsafe { ZeroedArray::new_zeroed(bins, false)? };
+        // SAFETY: as above.
+        let links = unsafe { ZeroedArray::new_zeroed(link_hard, true)? };
+        Ok(Self::assemble(bins_arr, links, nominal_links(bins), 0, markers, generation))
+    }
+
+    /// The link buckets an index of `bins` bins reserves, if `bins` is a
+    /// valid size and this CPU can run the map.
+    fn check_size(bins: usize) -> Result<usize, Error> {
         if !bins.is_power_of_two() || !(MIN_BINS..=MAX_BINS).contains(&bins) {
             return Err(Error::CapacityOverflow);
         }
         if !crate::arch::native_dwcas() {
             return Err(Error::Unsupported);
         }
-        let link_soft = nominal_links(bins);
         // Worst case: every bin chains three buckets in a transfer, inserts
         // claim up to the raised soft limit, plus buckets leaked by chaining
         // races and overshoot of failed claims. Reserved, not touched: only
         // claimed buckets take memory.
-        let link_hard = 3 * bins + link_soft_cap(bins) + LINK_SLACK;
-        // SAFETY: both bucket types are atomics only: all-zero is valid.
-        let bins_arr = unsafe { ZeroedArray::new_zeroed(bins, false)? };
-        // SAFETY: as above.
-        let links = unsafe { ZeroedArray::new_zeroed(link_hard, true)? };
+        Ok(3 * bins + link_soft_cap(bins) + LINK_SLACK)
+    }
+
+    fn assemble(
+        bins: ZeroedArray<PrimaryBucket>,
+        links: ZeroedArray<LinkBucket>,
+        link_soft: usize,
+        link_next: u64,
+        markers: Markers,
+        generation: u64,
+    ) -> Index {
+        let mask = bins.len() - 1;
         LIVE_INDEXES.fetch_add(1, Ordering::Relaxed); // a statistic
         #[cfg(all(test, not(loom)))]
         LIVE_HERE.with(|n| n.set(n.get() + 1));
-        Ok(Index {
-            bins: bins_arr,
-            mask: bins - 1,
+        Index {
+            bins,
+            mask,
             links,
             link_soft: unmodelled::AtomicU64::new(link_soft as u64),
-            link_next: CachePadded::new(AtomicU64::new(0)),
+            link_next: CachePadded::new(AtomicU64::new(link_next)),
             leaked_links: AtomicUsize::new(0),
             markers,
             generation,
@@ -200,7 +226,81 @@ impl Index {
             }),
             #[cfg(loom)]
             liveness: loom::cell::UnsafeCell::new(0),
-        })
+            #[cfg(not(loom))]
+            file: None,
+        }
+    }
+
+    /// A zeroed index of `bins` bins in a new file of `dir` (a persistent
+    /// map's; see `persist`).
+    #[cfg(not(loom))]
+    pub fn create_in(
+        dir: &Arc<Path>,
+        bins: usize,
+        markers: Markers,
+        generation: u64,
+    ) -> Result<Index, Error> {
+        let link_hard = Self::check_size(bins)?;
+        let (f, file) = IndexFile::create(dir, generation, bins, link_hard)?;
+        Self::map(f, &file, bins, link_hard, markers)
+    }
+
+    /// The index of `generation` from its file in `dir`, as it was left.
+    #[cfg(not(loom))]
+    pub fn open_in(dir: &Arc<Path>, markers: Markers, generation: u64) -> Result<Index, Error> {
+        let (f, file, bins, links) = IndexFile::open(dir, generation, MIN_BINS..=MAX_BINS)?;
+        if links != Self::check_size(bins)? {
+            return Err(Error::Corrupt { what: "an index file reserves another number of link buckets" });
+        }
+        Self::map(f, &file, bins, links, markers)
+    }
+
+    #[cfg(not(loom))]
+    fn map(
+        f: IndexFile,
+        file: &std::fs::File,
+        bins: usize,
+        links: usize,
+        markers: Markers,
+    ) -> Result<Index, Error> {
+        let links_at = IndexHeader::links_offset(bins).ok_or(Error::CapacityOverflow)?;
+        // SAFETY: buckets are atomics only (any bytes are valid), and
+        // `IndexFile` made or checked the file at least this long.
+        let bins_arr = unsafe { ZeroedArray::map_file(file, IndexHeader::bins_offset(), bins)? };
+        // SAFETY: as above.
+        let links_arr = unsafe { ZeroedArray::map_file(file, links_at, links)? };
+        let h = f.header();
+        // Relaxed: read before any thread uses the index.
+        let soft =
+            (h.link_soft.load(Ordering::Relaxed) as usize).clamp(nominal_links(bins), link_soft_cap(bins));
+        let next = h.link_floor.load(Ordering::Relaxed).min(links as u64);
+        let generation = h.generation;
+        let mut idx = Self::assemble(bins_arr, links_arr, soft, next, markers, generation);
+        idx.file = Some(f);
+        Ok(idx)
+    }
+
+    /// A zeroed index of `bins` bins stored as this one is (in memory, or
+    /// in a new file beside this one's), for a resize.
+    pub fn new_like(&self, bins: usize, generation: u64) -> Result<Index, Error> {
+        #[cfg(not(loom))]
+        if let Some(f) = &self.file {
+            return Self::create_in(f.dir(), bins, self.markers, generation);
+        }
+        Self::new(bins, self.markers, generation)
+    }
+
+    /// Write a file-backed index's dirty pages to disk and wait.
+    #[cfg(not(loom))]
+    pub fn sync(&self) -> Result<(), Error> {
+        self.bins.sync()?;
+        self.links.sync()
+    }
+
+    /// This index's file, for a persistent map's.
+    #[cfg(not(loom))]
+    pub fn file(&self) -> Option<&IndexFile> {
+        self.file.as_ref()
     }
 
     /// Number of bins.
@@ -229,9 +329,15 @@ impl Index {
         // the link-meta CAS), so loom need not model it (`unmodelled`); two
         // raisers at once raise it twice, still within the cap that
         // `link_hard` reserves for.
-        self.link_soft
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |s| (s < cap).then(|| (s + step).min(cap)))
-            .is_ok()
+        let raised = self
+            .link_soft
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |s| (s < cap).then(|| (s + step).min(cap)));
+        #[cfg(not(loom))]
+        if let (Ok(s), Some(f)) = (raised, &self.file) {
+            // Relaxed: a policy word, read back when the file is reopened.
+            f.header().link_soft.fetch_max((s + step).min(cap), Ordering::Relaxed);
+        }
+        raised.is_ok()
     }
 
     /// Link buckets handed out so far (chained, or lost to a race).
@@ -359,6 +465,15 @@ impl Index {
         if first + n > limit {
             return false;
         }
+        // A persistent index records the links handed out before any is
+        // chained (Relaxed: the chaining CAS below is a release, and a
+        // crash keeps every store before it), so a reopened index never
+        // hands out a chained link again.
+        #[cfg(not(loom))]
+        if let Some(f) = &self.file {
+            f.header().link_floor.fetch_max(first + n, Ordering::Relaxed);
+        }
+        crate::persist::crash::at(crate::persist::crash::CrashPoint::LinkClaimed);
         let meta = &bin.bucket.link_meta;
         let mut cur = meta.load();
         loop {
@@ -430,12 +545,22 @@ impl<'a, T: Threading> BinRef<'a, T> {
         self.index.markers.shadow(self.bin)
     }
 
+    /// This bin's moved marker.
+    #[inline(always)]
+    pub fn moved(&self) -> u64 {
+        self.index.markers.moved(self.bin)
+    }
+
     /// Logical slot `i`, or None if it lies in a link bucket not chained in `lm`.
     #[inline(always)]
     pub fn slot_in(&self, lm: LinkMeta, i: usize) -> Option<&'a Slot> {
         let link = |l: u32, pos: usize| {
-            // SAFETY: chained link indexes were claimed below links.len().
-            unsafe { &self.index.links.get_unchecked(l as usize).slots[pos] }
+            // Chained link numbers were claimed below links.len(); the clamp
+            // (a compare on the link path only) keeps a damaged file's bogus
+            // number in bounds: garbage, never a wild read.
+            let l = (l as usize).min(self.index.links.len() - 1);
+            // SAFETY: l < links.len() (which is never 0: LINK_SLACK).
+            unsafe { &self.index.links.get_unchecked(l).slots[pos] }
         };
         match SlotHome::of(i) {
             SlotHome::Primary(p) => Some(&self.bucket.slots[p]),

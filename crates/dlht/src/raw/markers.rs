@@ -14,6 +14,10 @@
 //! - **pending** marks a committed-but-unpublished insert: the slot is Valid,
 //!   the key word is the pending marker and the value word holds the key
 //!   being inserted, until the insert swaps in `(key, value)` (hazard 2).
+//! - **moved** replaces the key of a slot a transfer copied into the next
+//!   index: `(moved, key)`. Like dead for every operation, but a transfer's
+//!   own mark, so that recovery after a crash can tell a key the dead
+//!   transfer moved (and must still place) from one a remove took.
 //! - **shadow** marks a shadow insert's slot (paper §3.2.2): the value word
 //!   holds the key; the slot is Shadow until the commit makes it Valid and
 //!   then swaps in `(key, value)`, as an insert publishes.
@@ -27,12 +31,15 @@ pub struct Markers {
     pending: [u64; 2],
     /// `shadow[p]` is used in bins of parity `p`.
     shadow: [u64; 2],
+    /// `moved[p]` is used in bins of parity `p`.
+    moved: [u64; 2],
 }
 
 impl Markers {
-    /// Pick markers for a hash function: the first three candidate words
-    /// whose hash is odd serve even bins, the first three whose hash is even
-    /// serve odd bins.
+    /// Pick markers for a hash function: the first four candidate words
+    /// whose hash is odd serve even bins, the first four whose hash is even
+    /// serve odd bins (dead, pending, shadow, moved in that order, so the
+    /// first three are what they were before moved existed).
     pub fn for_hash(hash: impl Fn(u64) -> u64) -> Markers {
         let mut found: [Vec<u64>; 2] = [Vec::new(), Vec::new()];
         // Candidates spread over the word so that a hash with poor low bits
@@ -40,14 +47,15 @@ impl Markers {
         let mut candidate: u64 = 0x9E37_79B9_7F4A_7C15;
         for _ in 0..100_000 {
             let bin_parity_served = 1 - (hash(candidate) & 1) as usize;
-            if found[bin_parity_served].len() < 3 {
+            if found[bin_parity_served].len() < 4 {
                 found[bin_parity_served].push(candidate);
             }
-            if found[0].len() == 3 && found[1].len() == 3 {
+            if found[0].len() == 4 && found[1].len() == 4 {
                 return Markers {
                     dead: [found[0][0], found[1][0]],
                     pending: [found[0][1], found[1][1]],
                     shadow: [found[0][2], found[1][2]],
+                    moved: [found[0][3], found[1][3]],
                 };
             }
             candidate = candidate.wrapping_mul(0x5851_F42D_4C95_7F2D).wrapping_add(0x1405_7B7E_F767_814F);
@@ -72,6 +80,12 @@ impl Markers {
     pub const fn shadow(&self, bin: usize) -> u64 {
         self.shadow[bin & 1]
     }
+
+    /// The moved marker for the bin with index `bin`.
+    #[inline]
+    pub const fn moved(&self, bin: usize) -> u64 {
+        self.moved[bin & 1]
+    }
 }
 
 #[cfg(test)]
@@ -81,7 +95,11 @@ mod tests {
     fn check(hash: impl Fn(u64) -> u64 + Copy) {
         let m = Markers::for_hash(hash);
         for bin in 0..4usize {
-            for mk in [m.dead(bin), m.pending(bin), m.shadow(bin)] {
+            let all = [m.dead(bin), m.pending(bin), m.shadow(bin), m.moved(bin)];
+            for (i, a) in all.iter().enumerate() {
+                assert!(all[i + 1..].iter().all(|b| a != b), "two markers of bin {bin} are equal");
+            }
+            for mk in all {
                 assert_ne!(hash(mk) as usize & 1, bin & 1, "marker {mk:#x} could live in bin {bin}");
             }
             assert_ne!(m.dead(bin), m.pending(bin));

@@ -104,7 +104,7 @@ pub fn next_index(idx: &Index, min_bins: usize) -> Result<Index, Error> {
     if bins >= MAX_BINS {
         return Err(Error::CapacityOverflow);
     }
-    Index::new(grown_bins(bins).max(min_bins).min(MAX_BINS), idx.markers, idx.generation + 1)
+    idx.new_like(grown_bins(bins).max(min_bins).min(MAX_BINS), idx.generation + 1)
 }
 
 /// Shrink `idx` towards `target_bins` bins (one step: at most
@@ -120,14 +120,17 @@ pub fn shrink(
     target_bins: usize,
 ) -> Result<(), Error> {
     let target = target_bins.max(idx.bins() / MAX_SHRINK_FACTOR).max(MIN_BINS);
+    // A persistent map does not shrink yet: recovery does not finish a
+    // shrink's merges (`persist::recover`).
+    #[cfg(not(loom))]
+    if core.persist().is_some() {
+        return Ok(());
+    }
     if target >= idx.bins() || core.current(guard).generation != idx.generation {
         return Ok(());
     }
     let make = || {
-        Ok((
-            Index::new(target, idx.markers, idx.generation + 1)?,
-            Some(Index::new(idx.bins(), idx.markers, idx.generation + 2)?),
-        ))
+        Ok((idx.new_like(target, idx.generation + 1)?, Some(idx.new_like(idx.bins(), idx.generation + 2)?)))
     };
     if !attach(idx, make)? {
         return Ok(()); // another thread is allocating, or a snapshot holds it
@@ -210,6 +213,7 @@ fn attach(idx: &Index, make: impl FnOnce() -> Result<(Index, Option<Index>), Err
                 }
                 idx.attach_next(Box::new(next));
                 idx.resize.phase.store(PUBLISHED, Ordering::Release);
+                crate::persist::crash::at(crate::persist::crash::CrashPoint::ResizeAttached);
                 Ok(true)
             }
             Err(e) => {
@@ -277,6 +281,8 @@ fn chunk_count(core: &Core, idx: &Index, next: &Index) -> usize {
 /// chunk's claimant then finds it done (or waits out its transfer).
 fn help(core: &Core, idx: &Index, hash: &dyn Fn(u64) -> u64, budget: Budget) {
     let Some(next) = idx.next_index() else { return };
+    #[cfg(not(loom))]
+    let _cell = core.cell_scope();
     let shrinking = next.bins() < idx.bins();
     let chunk_bins = core.chunk_bins();
     let units = next.bins().min(idx.bins());

@@ -1,0 +1,92 @@
+//! Opening a [`Map`] kept in files (see `persist`).
+
+use super::state::Core;
+use super::Map;
+use crate::driver::{self, DEFAULT_BINS};
+use crate::error::Error;
+use crate::persist::hasher::FileHasher;
+use crate::persist::layout::MapKind;
+use crate::persist::{MapFile, OpenOptions, Recovery};
+use crate::raw::markers::Markers;
+use crate::word::Inline;
+use core::hash::BuildHasher;
+use core::marker::PhantomData;
+use std::path::Path;
+use std::time::Instant;
+
+impl<K: Inline, V: Inline> Map<K, V, FileHasher> {
+    /// Open the map kept in directory `dir`, or make one there if there is
+    /// none (the directory too). Every write whose call returned is in the
+    /// files when the process dies, however it dies; the next open finds
+    /// it, after finishing or undoing what the dead threads were doing
+    /// (work proportional to the threads, not to the map). See
+    /// [`OpenOptions`] and [`Durability`](crate::Durability).
+    ///
+    /// Errors: [`Error::Locked`] if another map has the directory open (in
+    /// this or another process); [`Error::Corrupt`] or
+    /// [`Error::Incompatible`] for files that are not this map's (nothing
+    /// in the directory is changed then); [`Error::Io`].
+    ///
+    /// ```
+    /// let dir = std::env::temp_dir().join(format!("dlht-doc-open-{}", std::process::id()));
+    /// # let _ = std::fs::remove_dir_all(&dir);
+    /// {
+    ///     let m = dlht::FileMap::<u64, u64>::open(&dir).unwrap();
+    ///     m.insert(1, 10).unwrap();
+    /// } // closed
+    /// let m = dlht::FileMap::<u64, u64>::open(&dir).unwrap();
+    /// assert_eq!(m.get(&1), Some(10));
+    /// assert!(matches!(dlht::FileMap::<u64, u64>::open(&dir), Err(dlht::Error::Locked)));
+    /// # drop(m);
+    /// # std::fs::remove_dir_all(&dir).unwrap();
+    /// ```
+    pub fn open(dir: impl AsRef<Path>) -> Result<Self, Error> {
+        Self::open_with(dir, OpenOptions::new())
+    }
+
+    /// [`open`](Self::open) with options: the capacity of a map made anew,
+    /// the durability mode.
+    pub fn open_with(dir: impl AsRef<Path>, options: OpenOptions) -> Result<Self, Error> {
+        let started = Instant::now();
+        let bins = driver::bins_for(options.capacity)?.max(DEFAULT_BINS);
+        let opened = MapFile::open(dir.as_ref(), MapKind::Inlined, size_of::<K>(), size_of::<V>(), bins)?;
+        let hasher = FileHasher::new(opened.seed, opened.secrets);
+        let hash = |w: u64| hasher.hash_one(w);
+        opened.file.check_hash(hash)?;
+        let markers = Markers::for_hash(hash);
+        let mut file = opened.file;
+        let indexes = file.open_indexes(markers, &hash)?;
+        file.opened(started);
+        let core = Core::persistent(indexes.current, indexes.next, std::sync::Arc::new(file));
+        // The keys already there count in this thread's share of the length
+        // (in memory only: the file's shares already hold them).
+        core.reclaim.with_record(|r| r.len.0.add(indexes.len as i64));
+        Ok(Map { core, hasher, _kv: PhantomData })
+    }
+
+    /// Write every change so far to disk and wait: after it returns, the
+    /// map survives a crash of the machine as it is now, not just one of
+    /// the process.
+    pub fn sync(&self) -> Result<(), Error> {
+        let guard = self.core.pin();
+        let idx = self.core.current(&guard);
+        if let Some(next) = idx.next_index() {
+            next.sync()?;
+        }
+        idx.sync()?;
+        self.file().sync()
+    }
+
+    /// What the open found (a crash or a clean close) and what recovery
+    /// did, with the time the open took.
+    pub fn recovery(&self) -> Recovery {
+        self.file().recovery()
+    }
+
+    fn file(&self) -> &MapFile {
+        self.core.persist().expect("dlht invariant: a FileMap has files")
+    }
+}
+
+/// A [`Map`] kept in files: see [`Map::open`].
+pub type FileMap<K, V> = Map<K, V, FileHasher>;

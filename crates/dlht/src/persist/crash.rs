@@ -1,0 +1,110 @@
+//! Named crash points (feature `crash-points`, for the project's tests):
+//! the process aborts — as a SIGKILL would stop it, with no unwinding and
+//! no destructor — the `n`th time a thread reaches the point named in
+//! `DLHT_CRASH_AT=<point>:<n>`, so a test can crash a map at each step of
+//! each protocol and check what the next open recovers. Without the
+//! feature, [`at`] is empty.
+
+/// A step of a protocol after which a crash leaves a state recovery must
+/// handle (`persist::recover`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CrashPoint {
+    /// Insert I4: the slot is claimed (TryInsert).
+    InsertClaimed,
+    /// Insert I6: the slot is Valid with `(pending, key)`.
+    InsertCommitted,
+    /// Insert I7: the pair is published (the insert took effect).
+    InsertPublished,
+    /// Remove D4: the key is killed, its slot not yet freed.
+    RemoveKilled,
+    /// Put P4: the value is swapped in.
+    PutSwapped,
+    /// Link allocation: link buckets handed out, not yet chained.
+    LinkClaimed,
+    /// Transfer T1: the bin is claimed (InTransfer).
+    TransferClaimed,
+    /// Transfer T2: a slot is killed as moved, its pair not yet placed.
+    TransferKilled,
+    /// Transfer T2: the pair is placed in the next index.
+    TransferPlaced,
+    /// Transfer T3: the bin is DoneTransfer.
+    TransferFinished,
+    /// Resize R2: the next index is made and attached.
+    ResizeAttached,
+    /// Resize R4: the file names the new index; not yet current in memory.
+    ResizePublished,
+}
+
+impl CrashPoint {
+    /// Every point, in protocol order.
+    pub const ALL: [CrashPoint; 12] = [
+        CrashPoint::InsertClaimed,
+        CrashPoint::InsertCommitted,
+        CrashPoint::InsertPublished,
+        CrashPoint::RemoveKilled,
+        CrashPoint::PutSwapped,
+        CrashPoint::LinkClaimed,
+        CrashPoint::TransferClaimed,
+        CrashPoint::TransferKilled,
+        CrashPoint::TransferPlaced,
+        CrashPoint::TransferFinished,
+        CrashPoint::ResizeAttached,
+        CrashPoint::ResizePublished,
+    ];
+
+    /// The point's name in `DLHT_CRASH_AT`.
+    pub fn name(self) -> &'static str {
+        match self {
+            CrashPoint::InsertClaimed => "insert-claimed",
+            CrashPoint::InsertCommitted => "insert-committed",
+            CrashPoint::InsertPublished => "insert-published",
+            CrashPoint::RemoveKilled => "remove-killed",
+            CrashPoint::PutSwapped => "put-swapped",
+            CrashPoint::LinkClaimed => "link-claimed",
+            CrashPoint::TransferClaimed => "transfer-claimed",
+            CrashPoint::TransferKilled => "transfer-killed",
+            CrashPoint::TransferPlaced => "transfer-placed",
+            CrashPoint::TransferFinished => "transfer-finished",
+            CrashPoint::ResizeAttached => "resize-attached",
+            CrashPoint::ResizePublished => "resize-published",
+        }
+    }
+}
+
+#[cfg(feature = "crash-points")]
+mod armed {
+    use super::CrashPoint;
+    use std::sync::atomic::{AtomicI64, Ordering};
+    use std::sync::OnceLock;
+
+    /// The armed point, from the environment, read once.
+    fn armed() -> Option<CrashPoint> {
+        static ARMED: OnceLock<Option<CrashPoint>> = OnceLock::new();
+        *ARMED.get_or_init(|| {
+            let spec = std::env::var("DLHT_CRASH_AT").ok()?;
+            let (name, n) = spec.split_once(':')?;
+            let p = CrashPoint::ALL.into_iter().find(|p| p.name() == name)?;
+            COUNTDOWN.store(n.parse().ok()?, Ordering::Relaxed);
+            Some(p)
+        })
+    }
+
+    static COUNTDOWN: AtomicI64 = AtomicI64::new(0);
+
+    #[inline]
+    pub fn at(p: CrashPoint) {
+        if armed() == Some(p) && COUNTDOWN.fetch_sub(1, Ordering::Relaxed) == 1 {
+            std::process::abort();
+        }
+    }
+}
+
+/// Abort here if this is the armed point's `n`th arrival (feature
+/// `crash-points`; nothing otherwise).
+#[inline(always)]
+pub fn at(p: CrashPoint) {
+    #[cfg(feature = "crash-points")]
+    armed::at(p);
+    #[cfg(not(feature = "crash-points"))]
+    let _ = p;
+}

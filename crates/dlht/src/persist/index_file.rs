@@ -1,0 +1,106 @@
+//! An index's file (`index.<G>.dlht`): created zeroed and sparse for a new
+//! index, checked when reopened, deleted once its index is replaced.
+
+use super::files::{self, Mapping};
+use super::layout::{IndexHeader, ENDIAN_CHECK, INDEX_MAGIC, LAYOUT_VERSION, PAGE};
+use crate::error::Error;
+use crate::sync::unmodelled::AtomicBool;
+use crate::sync::Ordering;
+use std::fs::File;
+use std::path::Path;
+use std::sync::Arc;
+
+/// The header of an index's file, and what deletes the file once the index
+/// is no longer the map's.
+pub struct IndexFile {
+    header: Mapping,
+    dir: Arc<Path>,
+    generation: u64,
+    /// Set when a newer index replaced this one: its file goes with it.
+    retired: AtomicBool,
+}
+
+impl IndexFile {
+    /// Create the file of a new, empty index of `bins` bins and `links`
+    /// link buckets in `dir`, replacing a leftover of the same name. The
+    /// file's header says `complete` only once it is sized, so a crash
+    /// half-way leaves a file the next open deletes.
+    pub fn create(
+        dir: &Arc<Path>,
+        generation: u64,
+        bins: usize,
+        links: usize,
+    ) -> Result<(IndexFile, File), Error> {
+        let bytes = IndexHeader::file_bytes(bins, links).ok_or(Error::CapacityOverflow)?;
+        let path = dir.join(files::index_file_name(generation));
+        let file = files::create_zeroed(&path, bytes)?;
+        let header = Mapping::new(&file, 0, PAGE)?;
+        let f = IndexFile { header, dir: dir.clone(), generation, retired: AtomicBool::new(false) };
+        // SAFETY: the mapping is a zeroed page, at least as large and as
+        // aligned as the header (a page), whose fields are all valid zero;
+        // no other thread or process can see the new file yet (the
+        // directory is locked).
+        let h = unsafe { &mut *(f.header.ptr() as *mut IndexHeader) };
+        h.magic = INDEX_MAGIC;
+        h.layout_version = LAYOUT_VERSION;
+        h.endian = ENDIAN_CHECK;
+        h.generation = generation;
+        h.bins = bins as u64;
+        h.links = links as u64;
+        // Release: a header read after the flag (by a reopen, in another
+        // process: the page cache orders nothing, but a crash stops every
+        // store after this one) has every field above.
+        h.complete.store(1, Ordering::Release);
+        Ok((f, file))
+    }
+
+    /// Open the file of the index of `generation` in `dir` and check its
+    /// header: its bins and link buckets.
+    pub fn open(
+        dir: &Arc<Path>,
+        generation: u64,
+        bin_range: core::ops::RangeInclusive<usize>,
+    ) -> Result<(IndexFile, File, usize, usize), Error> {
+        let path = dir.join(files::index_file_name(generation));
+        let (file, len) = files::open_rw(&path, "opening an index file")?;
+        if len < PAGE as u64 {
+            return Err(Error::Corrupt { what: "an index file is shorter than its header (truncated)" });
+        }
+        let header = Mapping::new(&file, 0, PAGE)?;
+        let f = IndexFile { header, dir: dir.clone(), generation, retired: AtomicBool::new(false) };
+        if f.header().complete.load(Ordering::Acquire) != 1 {
+            return Err(Error::Corrupt { what: "an index file was never completed" });
+        }
+        let (bins, links) = f.header().check(generation, len, bin_range)?;
+        Ok((f, file, bins, links))
+    }
+
+    /// The file's header.
+    pub fn header(&self) -> &IndexHeader {
+        // SAFETY: the mapping is one page, page-aligned, and every field of
+        // the header is an integer or an atomic: any bytes are a valid
+        // header (a reopen checks the values before trusting them).
+        unsafe { &*(self.header.ptr() as *const IndexHeader) }
+    }
+
+    /// The directory the map's files are in.
+    pub fn dir(&self) -> &Arc<Path> {
+        &self.dir
+    }
+
+    /// Delete the file when the index goes: a newer index replaced it.
+    pub fn retire(&self) {
+        // Relaxed: read by the drop, after the index's reclamation.
+        self.retired.store(true, Ordering::Relaxed);
+    }
+}
+
+impl Drop for IndexFile {
+    fn drop(&mut self) {
+        if self.retired.load(Ordering::Relaxed) {
+            // Best effort: a file left behind is deleted by the next open,
+            // which keeps only the generations the map file names.
+            files::remove(&self.dir.join(files::index_file_name(self.generation)));
+        }
+    }
+}

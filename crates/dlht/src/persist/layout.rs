@@ -1,0 +1,360 @@
+//! The file layouts of a persistent map, as types: the map file's header
+//! and its per-thread cells, and each index file's header. Every field a
+//! reopen trusts is checked by [`MapHeader::check`] or
+//! [`IndexHeader::check`] before any bin is read.
+//!
+//! ```text
+//! DIR/map.dlht        | MapHeader (page 0) | ThreadCell × THREAD_CELLS (pages 1..) |
+//! DIR/index.<G>.dlht  | IndexHeader (page 0) | bins × 64 B | link buckets × 64 B (sparse) |
+//! DIR/lock            | empty: flock(2) held by the process that has the map open |
+//! ```
+//!
+//! All integers are native-endian (a file moves only between machines of
+//! one byte order: the header's `endian` word refuses the other).
+
+use crate::error::Error;
+use crate::sync::unmodelled::AtomicU64;
+use crate::sync::Ordering;
+
+/// The unit of every file region: regions start on page boundaries so that
+/// each can be mapped on its own.
+pub const PAGE: usize = 4096;
+
+/// First bytes of a map file.
+pub const MAP_MAGIC: [u8; 8] = *b"DLHT-MAP";
+/// First bytes of an index file.
+pub const INDEX_MAGIC: [u8; 8] = *b"DLHT-IDX";
+/// Version of these layouts and of the protocols' states in them; a file of
+/// another version is refused ([`Error::Incompatible`]).
+pub const LAYOUT_VERSION: u32 = 1;
+/// Written as a native integer; reads back otherwise on another byte order.
+pub const ENDIAN_CHECK: u32 = 0x0102_0304;
+
+/// Threads that may write one persistent map at once (each holds a cell
+/// while its thread record lives; records are reused when threads exit).
+pub const THREAD_CELLS: usize = 1024;
+
+/// Bytes of the map file.
+pub const MAP_FILE_BYTES: usize = PAGE + THREAD_CELLS * size_of::<ThreadCell>();
+
+/// What kind of map a file holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum MapKind {
+    /// [`Map`](crate::Map): keys and values inline, of the sizes recorded.
+    Inlined = 1,
+}
+
+/// Page 0 of the map file.
+#[repr(C)]
+pub struct MapHeader {
+    /// [`MAP_MAGIC`].
+    pub magic: [u8; 8],
+    /// [`LAYOUT_VERSION`].
+    pub layout_version: u32,
+    /// [`ENDIAN_CHECK`].
+    pub endian: u32,
+    /// [`MapKind`] as its number.
+    pub kind: u32,
+    /// `size_of::<K>()` of the map that created the file.
+    pub key_bytes: u32,
+    /// `size_of::<V>()`.
+    pub value_bytes: u32,
+    /// Reserved, zero.
+    pub _pad: u32,
+    /// The hasher's seed and secrets (keyed hashing survives a restart).
+    pub seed: u64,
+    /// See `seed`.
+    pub secrets: [u64; 7],
+    /// The hash of `HASH_CHECK_WORDS` under this seed when the file was
+    /// made: a build whose hash function differs is refused rather than
+    /// looking every key up in the wrong bin.
+    pub hash_check: [u64; 4],
+    /// Generation of the current index (its file is `index.<G>.dlht`).
+    pub generation: AtomicU64,
+    /// [`CLEAN`] after a close that finished every operation, [`OPEN`]
+    /// while a process has the map open.
+    pub state: AtomicU64,
+    /// Times the map was opened, and of those, recovered after a crash.
+    pub opens: AtomicU64,
+    /// See `opens`.
+    pub recoveries: AtomicU64,
+}
+
+/// `MapHeader::state` of a map closed cleanly.
+pub const CLEAN: u64 = 0x434c_4541_4e00_0001;
+/// `MapHeader::state` of a map open (or of a process that died with it).
+pub const OPEN: u64 = 0x4f50_454e_0000_0001;
+
+/// Words whose hashes `MapHeader::hash_check` records.
+pub const HASH_CHECK_WORDS: [u64; 4] = [0, 1, 0x9e37_79b9_7f4a_7c15, u64::MAX];
+
+impl MapHeader {
+    /// Check a header read from a file, for a map of `kind` with these key
+    /// and value sizes, and return its hasher's seed and secrets. The hash
+    /// check is the caller's (it needs the hasher).
+    pub fn check(&self, kind: MapKind, key_bytes: usize, value_bytes: usize) -> Result<(), Error> {
+        if self.magic != MAP_MAGIC {
+            return Err(Error::Corrupt { what: "the map file does not start with dlht's magic" });
+        }
+        if self.endian != ENDIAN_CHECK {
+            return Err(Error::Incompatible {
+                what: "the map file was written on a machine of another byte order",
+            });
+        }
+        if self.layout_version != LAYOUT_VERSION {
+            return Err(Error::Incompatible { what: "the map file has another layout version" });
+        }
+        if self.kind != kind as u32 {
+            return Err(Error::Incompatible { what: "the map file holds another kind of map" });
+        }
+        if self.key_bytes as usize != key_bytes || self.value_bytes as usize != value_bytes {
+            return Err(Error::Incompatible { what: "the map file holds keys or values of another size" });
+        }
+        let state = self.state.load(Ordering::Relaxed); // read before any thread runs
+        if state != CLEAN && state != OPEN {
+            return Err(Error::Corrupt { what: "the map file's state word is neither clean nor open" });
+        }
+        let g = self.generation.load(Ordering::Relaxed);
+        if g == 0 || g >= GENERATION_LIMIT {
+            return Err(Error::Corrupt { what: "the map file names no valid index generation" });
+        }
+        Ok(())
+    }
+}
+
+/// Generations stay below this, so that an intent's 24 bits name one of the
+/// (at most three) index files open at once without ambiguity, and a file
+/// name never wraps. A map resized a million times a second would need
+/// half a year to reach it; it is then refused growth... never in practice.
+pub const GENERATION_LIMIT: u64 = 1 << 48;
+
+/// Page 0 of an index file.
+#[repr(C)]
+pub struct IndexHeader {
+    /// [`INDEX_MAGIC`].
+    pub magic: [u8; 8],
+    /// [`LAYOUT_VERSION`].
+    pub layout_version: u32,
+    /// [`ENDIAN_CHECK`].
+    pub endian: u32,
+    /// This index's generation (as in its file's name).
+    pub generation: u64,
+    /// Bins (a power of two).
+    pub bins: u64,
+    /// Link buckets reserved after the bins.
+    pub links: u64,
+    /// Link buckets that may have been handed out: at least every link
+    /// chained to a bin (raised before the chaining CAS), so a reopened
+    /// index hands out only fresh ones.
+    pub link_floor: AtomicU64,
+    /// The link limit for inserts, as raised (`Index::raise_link_soft`).
+    pub link_soft: AtomicU64,
+    /// 1 once the file is fully set up (zeroed and sized): an index file
+    /// without it is an allocation a crash interrupted, and is deleted.
+    pub complete: AtomicU64,
+}
+
+impl IndexHeader {
+    /// Bytes of an index file of `bins` bins and `links` link buckets.
+    pub fn file_bytes(bins: usize, links: usize) -> Option<usize> {
+        PAGE.checked_add(Self::links_offset(bins)? - PAGE)?.checked_add(links.checked_mul(64)?)
+    }
+
+    /// Offset of the bins: the page after the header.
+    pub const fn bins_offset() -> usize {
+        PAGE
+    }
+
+    /// Offset of the link buckets: after the bins, on a page boundary.
+    pub fn links_offset(bins: usize) -> Option<usize> {
+        PAGE.checked_add(bins.checked_mul(64)?.checked_next_multiple_of(PAGE)?)
+    }
+
+    /// Check a header read from a file of `file_bytes` bytes, expected to
+    /// be generation `generation`: its sizes, and that the file holds them.
+    /// `bin_range` is what an index may have (`raw::index`'s bounds).
+    pub fn check(
+        &self,
+        generation: u64,
+        file_bytes: u64,
+        bin_range: core::ops::RangeInclusive<usize>,
+    ) -> Result<(usize, usize), Error> {
+        if self.magic != INDEX_MAGIC {
+            return Err(Error::Corrupt { what: "an index file does not start with dlht's magic" });
+        }
+        if self.endian != ENDIAN_CHECK || self.layout_version != LAYOUT_VERSION {
+            return Err(Error::Incompatible {
+                what: "an index file has another layout version or byte order",
+            });
+        }
+        if self.generation != generation {
+            return Err(Error::Corrupt { what: "an index file's generation differs from its name" });
+        }
+        let bins = self.bins;
+        if !bins.is_power_of_two() || !bin_range.contains(&(bins as usize)) {
+            return Err(Error::Corrupt { what: "an index file's bin count is not a valid index size" });
+        }
+        let links = self.links;
+        if links > 8 * bins + (1 << 20) {
+            return Err(Error::Corrupt {
+                what: "an index file reserves more link buckets than any index has",
+            });
+        }
+        let (bins, links) = (bins as usize, links as usize);
+        match Self::file_bytes(bins, links) {
+            Some(n) if n as u64 <= file_bytes => {}
+            _ => {
+                return Err(Error::Corrupt {
+                    what: "an index file is shorter than its header says (truncated)",
+                })
+            }
+        }
+        let floor = self.link_floor.load(Ordering::Relaxed);
+        let soft = self.link_soft.load(Ordering::Relaxed);
+        if floor > links as u64 + (1 << 20) || soft > links as u64 {
+            return Err(Error::Corrupt { what: "an index file's link counters exceed its links" });
+        }
+        Ok((bins, links))
+    }
+}
+
+/// One thread's cell in the map file: what its operation in flight is
+/// touching, for recovery after a crash, and its share of the map's length.
+/// Written only by the thread holding it; read by recovery, when no thread
+/// of the dead process runs.
+#[repr(C, align(64))]
+#[derive(Default)]
+pub struct ThreadCell {
+    /// The bin an operation or a transfer is working on ([`Intent`]), or 0.
+    pub intent: AtomicU64,
+    /// Inserts minus removes counted by this cell's threads.
+    pub len_share: AtomicU64,
+    /// A transfer's slot about to be killed: its logical slot and state
+    /// ([`Moving::pack`]).
+    pub moving_slot: AtomicU64,
+    /// The pair the slot held when its kill was tried.
+    pub moving_key: AtomicU64,
+    /// See `moving_key`.
+    pub moving_value: AtomicU64,
+    _pad: [u64; 3],
+}
+
+/// What an intent says a thread was doing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IntentKind {
+    /// An operation (insert, remove, put, a per-key atomic) on the bin.
+    Operation = 1,
+    /// A transfer of the bin into the next index.
+    Transfer = 2,
+}
+
+/// An intent word: `kind:2 | generation mod 2^24 : 24 | bin : 38`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Intent {
+    /// What the thread was doing.
+    pub kind: IntentKind,
+    /// The index's generation, modulo 2^24.
+    pub generation: u32,
+    /// The bin.
+    pub bin: u64,
+}
+
+impl Intent {
+    const BIN_BITS: u32 = 38;
+    const GEN_BITS: u32 = 24;
+
+    /// The word for `kind` on `bin` of the index of `generation`.
+    #[inline(always)]
+    pub fn pack(kind: IntentKind, generation: u64, bin: usize) -> u64 {
+        ((kind as u64) << (Self::BIN_BITS + Self::GEN_BITS))
+            | ((generation & ((1 << Self::GEN_BITS) - 1)) << Self::BIN_BITS)
+            | (bin as u64 & ((1 << Self::BIN_BITS) - 1))
+    }
+
+    /// The intent of a word; None for 0 or a word no `pack` makes.
+    pub fn unpack(w: u64) -> Option<Intent> {
+        let kind = match w >> (Self::BIN_BITS + Self::GEN_BITS) {
+            1 => IntentKind::Operation,
+            2 => IntentKind::Transfer,
+            _ => return None,
+        };
+        Some(Intent {
+            kind,
+            generation: ((w >> Self::BIN_BITS) & ((1 << Self::GEN_BITS) - 1)) as u32,
+            bin: w & ((1 << Self::BIN_BITS) - 1),
+        })
+    }
+
+    /// True if this intent names the index of `generation`.
+    pub fn is_of(&self, generation: u64) -> bool {
+        self.generation as u64 == generation & ((1 << Self::GEN_BITS) - 1)
+    }
+}
+
+/// A transfer's slot about to be killed: `valid:1 | state:2 | slot:8`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Moving {
+    /// Logical slot (0..15) in the source bin.
+    pub slot: usize,
+    /// Its header state when claimed (Valid or Shadow), as the bits.
+    pub state: u8,
+}
+
+impl Moving {
+    /// The word for slot `slot` in state bits `state`.
+    #[inline(always)]
+    pub fn pack(slot: usize, state: u8) -> u64 {
+        1 << 16 | (state as u64 & 0b11) << 8 | (slot as u64 & 0xff)
+    }
+
+    /// The record of a word, None for "nothing moving".
+    pub fn unpack(w: u64) -> Option<Moving> {
+        (w >> 16 == 1).then_some(Moving { slot: (w & 0xff) as usize, state: ((w >> 8) & 0b11) as u8 })
+    }
+}
+
+const _: () = assert!(size_of::<MapHeader>() <= PAGE);
+const _: () = assert!(size_of::<IndexHeader>() <= PAGE);
+const _: () = assert!(size_of::<ThreadCell>() == 64 && align_of::<ThreadCell>() == 64);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_and_offsets() {
+        assert_eq!(size_of::<ThreadCell>(), 64);
+        assert_eq!(MAP_FILE_BYTES, 4096 + 64 * 1024);
+        assert_eq!(IndexHeader::links_offset(2), Some(8192));
+        assert_eq!(IndexHeader::links_offset(64), Some(8192));
+        assert_eq!(IndexHeader::links_offset(65), Some(12288));
+        assert_eq!(IndexHeader::file_bytes(64, 10), Some(8192 + 640));
+        assert_eq!(IndexHeader::file_bytes(usize::MAX / 8, 1), None);
+    }
+
+    #[test]
+    fn intents_round_trip() {
+        for kind in [IntentKind::Operation, IntentKind::Transfer] {
+            for g in [1u64, 2, (1 << 24) - 1, 1 << 24, (1 << 40) + 5] {
+                for bin in [0usize, 1, (1 << 29) - 1] {
+                    let i = Intent::unpack(Intent::pack(kind, g, bin)).unwrap();
+                    assert_eq!((i.kind, i.bin as usize), (kind, bin));
+                    assert!(i.is_of(g) && !i.is_of(g + 1));
+                }
+            }
+        }
+        assert_eq!(Intent::unpack(0), None);
+        assert_eq!(Intent::unpack(u64::MAX), None);
+    }
+
+    #[test]
+    fn moving_round_trips() {
+        for slot in 0..15 {
+            for state in [1u8, 2, 3] {
+                assert_eq!(Moving::unpack(Moving::pack(slot, state)), Some(Moving { slot, state }));
+            }
+        }
+        assert_eq!(Moving::unpack(0), None);
+    }
+}

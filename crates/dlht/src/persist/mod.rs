@@ -1,0 +1,377 @@
+//! Persistent maps: a [`Map`](crate::Map) whose index lives in files, so
+//! that it comes back — warm, and after `kill -9` with every write whose
+//! call returned — when it is opened again (see `docs/DESIGN.md`,
+//! "Persistent maps").
+//!
+//! The bins and link buckets are shared mappings of index files, so every
+//! store of the protocols is a store to the page cache, which outlives the
+//! process; a crash stops every thread between two instructions, leaving
+//! each bin in one of the states its protocols pass through. What a
+//! reopen must finish or undo is only what threads were doing when they
+//! died, and each thread says that in its cell of the map file before it
+//! touches a bin (`layout::ThreadCell`): recovery visits those bins only,
+//! so it costs the same for a map of a thousand keys and of a billion.
+//!
+//! Pointers: none in the files. Bins name their link buckets by number in
+//! the index's own link array, and indexes are found by generation (their
+//! file names), so the files map at any address.
+
+// The loom build models the protocols, not files: it keeps only what the
+// protocols call (the cell and crash-point hooks, both inert there).
+#![cfg_attr(loom, allow(dead_code, unused_imports))]
+
+pub mod cell;
+pub mod crash;
+pub mod files;
+#[cfg(not(loom))]
+pub mod index_file;
+pub mod layout;
+#[cfg(not(loom))]
+mod recover;
+
+#[cfg(not(loom))]
+pub use imp::*;
+
+#[cfg(not(loom))]
+mod imp {
+    use super::files::{self, DirLock, Mapping};
+    use super::layout::{
+        MapHeader, MapKind, ThreadCell, CLEAN, ENDIAN_CHECK, HASH_CHECK_WORDS, LAYOUT_VERSION,
+        MAP_FILE_BYTES, MAP_MAGIC, OPEN, PAGE, THREAD_CELLS,
+    };
+    use crate::error::Error;
+    use crate::raw::index::Index;
+    use crate::raw::markers::Markers;
+    use crate::sync::unmodelled::AtomicUsize;
+    use crate::sync::Ordering;
+    use std::path::Path;
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    /// What a persistent map guarantees about writes that returned.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+    #[non_exhaustive]
+    pub enum Durability {
+        /// Every write whose call returned survives a crash of the process
+        /// (SIGKILL, an abort, the OOM killer): the page cache holds it.
+        /// A crash of the machine may lose writes not yet written back by
+        /// the kernel (call [`Map::sync`](crate::Map::sync) to force that).
+        #[default]
+        Process,
+    }
+
+    /// How to open a persistent map.
+    #[derive(Clone, Debug)]
+    pub struct OpenOptions {
+        pub(crate) capacity: usize,
+        pub(crate) durability: Durability,
+    }
+
+    impl Default for OpenOptions {
+        fn default() -> Self {
+            OpenOptions { capacity: 0, durability: Durability::Process }
+        }
+    }
+
+    impl OpenOptions {
+        /// Options for a map created with room for a few keys, in
+        /// [`Durability::Process`] mode.
+        pub fn new() -> Self {
+            Self::default()
+        }
+
+        /// Size a map that does not exist yet for `keys` keys (an existing
+        /// map keeps its size).
+        pub fn capacity(mut self, keys: usize) -> Self {
+            self.capacity = keys;
+            self
+        }
+
+        /// The durability mode (see [`Durability`]).
+        pub fn durability(mut self, d: Durability) -> Self {
+            self.durability = d;
+            self
+        }
+    }
+
+    /// What opening a persistent map found and did.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct Recovery {
+        /// False if the map was closed cleanly (or just created).
+        pub crashed: bool,
+        /// Bins recovery visited (those threads were working on).
+        pub bins_visited: usize,
+        /// Claimed, pending, removed-but-not-freed or shadow slots freed.
+        pub slots_freed: usize,
+        /// Bins whose transfer into the next index recovery finished.
+        pub transfers_finished: usize,
+        /// A grow was under way, and goes on now.
+        pub resize_resumed: bool,
+        /// Time from the start of `open` to a map ready to serve.
+        pub open_time: Duration,
+    }
+
+    /// A persistent map's directory, open: its lock, its map file's mapping.
+    pub struct MapFile {
+        dir: Arc<Path>,
+        map: Mapping,
+        next_cell: AtomicUsize,
+        recovery: Recovery,
+        _lock: DirLock,
+    }
+
+    /// A map file opened (or made) and checked, before its indexes are.
+    pub struct Opened {
+        /// The directory, locked, and its map file.
+        pub file: MapFile,
+        /// The hasher's seed and secrets.
+        pub seed: u64,
+        /// See `seed`.
+        pub secrets: [u64; 7],
+    }
+
+    /// The current index, and the one a grow was filling, of a map opened.
+    pub struct Indexes {
+        /// The current index.
+        pub current: Index,
+        /// The index a grow under way is filling, attached to `current` by
+        /// the caller (the resize then goes on as any other).
+        pub next: Option<Index>,
+        /// Keys in the map (the cells' shares).
+        pub len: u64,
+    }
+
+    impl MapFile {
+        /// Lock `dir` (made if absent) and open its map file, or make one
+        /// with fresh hasher keys if there is none. Nothing in the directory
+        /// is changed unless the file checks out (or is new).
+        /// A new map's first index has `bins` bins.
+        pub fn open(
+            dir: &Path,
+            kind: MapKind,
+            key_bytes: usize,
+            value_bytes: usize,
+            bins: usize,
+        ) -> Result<Opened, Error> {
+            let started = Instant::now();
+            let lock = DirLock::take(dir)?;
+            let dir: Arc<Path> = Arc::from(dir);
+            let path = dir.join(files::MAP_FILE);
+            let fresh = !path.exists();
+            if fresh {
+                Self::make(&dir, kind, key_bytes, value_bytes, bins)?;
+            }
+            let (file, len) = files::open_rw(&path, "opening the map file")?;
+            if len < MAP_FILE_BYTES as u64 {
+                return Err(Error::Corrupt { what: "the map file is shorter than its layout (truncated)" });
+            }
+            let map = Mapping::new(&file, 0, MAP_FILE_BYTES)?;
+            let mf = MapFile {
+                dir,
+                map,
+                next_cell: AtomicUsize::new(0),
+                recovery: Recovery {
+                    crashed: false,
+                    bins_visited: 0,
+                    slots_freed: 0,
+                    transfers_finished: 0,
+                    resize_resumed: false,
+                    open_time: started.elapsed(),
+                },
+                _lock: lock,
+            };
+            let h = mf.header();
+            h.check(kind, key_bytes, value_bytes)?;
+            Ok(Opened { seed: h.seed, secrets: h.secrets, file: mf })
+        }
+
+        /// Write a new map file and its first index: the map file into a
+        /// temporary name, renamed into place once whole and once its index
+        /// is (a crash before leaves no map file, and the next open starts
+        /// afresh, deleting what a half-made map left).
+        fn make(
+            dir: &Arc<Path>,
+            kind: MapKind,
+            key_bytes: usize,
+            value_bytes: usize,
+            bins: usize,
+        ) -> Result<(), Error> {
+            for old in files::index_generations(dir)? {
+                files::remove(&dir.join(files::index_file_name(old)));
+            }
+            let tmp = dir.join("map.dlht.tmp");
+            let file = files::create_zeroed(&tmp, MAP_FILE_BYTES)?;
+            {
+                let m = Mapping::new(&file, 0, PAGE)?;
+                // SAFETY: a fresh zeroed page of our own file; every field
+                // of the header is valid as zero.
+                let h = unsafe { &mut *(m.ptr() as *mut MapHeader) };
+                h.magic = MAP_MAGIC;
+                h.layout_version = LAYOUT_VERSION;
+                h.endian = ENDIAN_CHECK;
+                h.kind = kind as u32;
+                h.key_bytes = key_bytes as u32;
+                h.value_bytes = value_bytes as u32;
+                let keys = super::hasher::fresh_keys();
+                h.seed = keys.0;
+                h.secrets = keys.1;
+                let hasher = super::hasher::FileHasher::new(h.seed, h.secrets);
+                let hash = |w| core::hash::BuildHasher::hash_one(&hasher, w);
+                h.hash_check = HASH_CHECK_WORDS.map(hash);
+                let first = Index::create_in(dir, bins, Markers::for_hash(hash), 1)?;
+                first.sync()?;
+                h.generation.store(1, Ordering::Relaxed);
+                h.state.store(CLEAN, Ordering::Relaxed);
+                m.sync()?;
+            }
+            std::fs::rename(&tmp, dir.join(files::MAP_FILE)).map_err(files::io("naming the new map file"))?;
+            files::sync_dir(dir)
+        }
+
+        /// The map file's header.
+        pub fn header(&self) -> &MapHeader {
+            // SAFETY: the mapping starts with a page the header fits in;
+            // every field is an integer or an atomic, valid for any bytes
+            // (`MapHeader::check` judges the values).
+            unsafe { &*(self.map.ptr() as *const MapHeader) }
+        }
+
+        /// The threads' cells.
+        pub fn cells(&self) -> &[ThreadCell] {
+            // SAFETY: the mapping holds THREAD_CELLS cells after the header
+            // page (MAP_FILE_BYTES), page-aligned; cells are atomics only.
+            unsafe {
+                core::slice::from_raw_parts(self.map.ptr().add(PAGE) as *const ThreadCell, THREAD_CELLS)
+            }
+        }
+
+        /// The cell of the thread whose record keeps its number in `slot`
+        /// (0: none yet; a number is handed out once per record, and records
+        /// outlive their threads, so at most as many cells are used as
+        /// threads ran at once).
+        #[inline]
+        pub fn cell(&self, slot: &AtomicUsize) -> &ThreadCell {
+            // Relaxed: only the record's owner thread reads or writes it.
+            let n = slot.load(Ordering::Relaxed);
+            if n != 0 {
+                return &self.cells()[n - 1];
+            }
+            self.new_cell(slot)
+        }
+
+        #[cold]
+        fn new_cell(&self, slot: &AtomicUsize) -> &ThreadCell {
+            let n = self.next_cell.fetch_add(1, Ordering::Relaxed); // distinct numbers
+            assert!(
+                n < THREAD_CELLS,
+                "dlht: more than {THREAD_CELLS} threads have written one persistent map at once"
+            );
+            slot.store(n + 1, Ordering::Relaxed);
+            &self.cells()[n]
+        }
+
+        /// Open (or make) the map's indexes: the current one, and a grow's
+        /// next one if a grow was under way; after a crash, finish or undo
+        /// what the dead threads were doing in them, first.
+        pub fn open_indexes(
+            &mut self,
+            markers: Markers,
+            hash: &dyn Fn(u64) -> u64,
+        ) -> Result<Indexes, Error> {
+            let this = &*self;
+            let h = this.header();
+            let g = h.generation.load(Ordering::Relaxed);
+            let gens = files::index_generations(&this.dir)?;
+            if !gens.contains(&g) {
+                return Err(Error::Corrupt { what: "the current index file is missing" });
+            }
+            let current = Index::open_in(&this.dir, markers, g)?;
+            let next = if gens.contains(&(g + 1)) {
+                match Index::open_in(&this.dir, markers, g + 1) {
+                    Ok(n) if n.bins() > current.bins() => Some(n),
+                    // A grow's file a crash left unfinished, or a shrink's
+                    // (not resumed): its keys are all still in `current`.
+                    Ok(_) | Err(Error::Corrupt { .. }) => None,
+                    Err(e) => return Err(e),
+                }
+            } else {
+                None
+            };
+            // Everything checks out: from here the directory is changed.
+            let crashed = h.state.load(Ordering::Relaxed) == OPEN;
+            let mut report = super::recover::Report::default();
+            if crashed {
+                report = super::recover::run(this.cells(), &current, next.as_ref(), hash);
+                h.recoveries.fetch_add(1, Ordering::Relaxed);
+            }
+            for c in this.cells() {
+                c.intent.store(0, Ordering::Relaxed);
+                c.moving_slot.store(0, Ordering::Relaxed);
+            }
+            let keep = [g, g + 1];
+            for old in files::index_generations(&this.dir)? {
+                if !keep.contains(&old) || (old == g + 1 && next.is_none()) {
+                    files::remove(&this.dir.join(files::index_file_name(old)));
+                }
+            }
+            let len =
+                this.cells().iter().fold(0u64, |s, c| s.wrapping_add(c.len_share.load(Ordering::Relaxed)));
+            h.opens.fetch_add(1, Ordering::Relaxed);
+            h.state.store(OPEN, Ordering::Relaxed);
+            let r = &mut self.recovery;
+            r.crashed = crashed;
+            r.resize_resumed = next.is_some();
+            r.bins_visited = report.bins_visited;
+            r.slots_freed = report.slots_freed;
+            r.transfers_finished = report.transfers_finished;
+            Ok(Indexes { current, next, len: (len as i64).max(0) as u64 })
+        }
+
+        /// Note the open finished (for [`Recovery::open_time`]).
+        pub fn opened(&mut self, started: Instant) {
+            self.recovery.open_time = started.elapsed();
+        }
+
+        /// What the open found and did.
+        pub fn recovery(&self) -> Recovery {
+            self.recovery
+        }
+
+        /// The index of `generation` is now the map's.
+        pub fn set_generation(&self, generation: u64) {
+            // Relaxed: the page cache keeps it; the old index's file is
+            // deleted only after this (its bins are all DoneTransfer, so a
+            // crash before this store finds a grow with nothing left to do).
+            self.header().generation.store(generation, Ordering::Relaxed);
+        }
+
+        /// Write every dirty page of the map file to disk.
+        pub fn sync(&self) -> Result<(), Error> {
+            self.map.sync()
+        }
+
+        /// The map is being closed with no operation under way and no
+        /// resize: mark it clean.
+        pub fn close_clean(&self) {
+            for c in self.cells() {
+                c.intent.store(0, Ordering::Relaxed);
+            }
+            // Release: the cells' clearing first (a crash orders stores in
+            // program order on the page cache anyway).
+            self.header().state.store(CLEAN, Ordering::Release);
+        }
+
+        /// Check the map file's hash check against `hash`.
+        pub fn check_hash(&self, hash: impl Fn(u64) -> u64) -> Result<(), Error> {
+            if HASH_CHECK_WORDS.map(hash) != self.header().hash_check {
+                return Err(Error::Incompatible {
+                    what: "this build hashes keys differently from the one that wrote the map",
+                });
+            }
+            Ok(())
+        }
+    }
+}
+
+#[cfg(not(loom))]
+pub mod hasher;

@@ -1,0 +1,564 @@
+//! Persistent maps (`FileMap`): reopening, refusing foreign and damaged
+//! files, and the kill -9 harness — a child process writes under load and
+//! acknowledges each write that returned through a pipe, the parent kills
+//! it at a random moment, reopens the map and checks every acknowledged
+//! write and that nothing else appeared.
+//!
+//! `DLHT_CRASH_KILLS=N` runs N kills (default 200).
+
+use dlht::{Error, FileMap, OpenOptions};
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn fresh_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("dlht-persist-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+fn index_files(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.starts_with("index."))
+        .collect();
+    v.sort();
+    v
+}
+
+fn contents(m: &FileMap<u64, u64>) -> HashMap<u64, u64> {
+    m.iter().collect()
+}
+
+#[test]
+fn a_closed_map_reopens_with_every_key_through_many_grows() {
+    let dir = fresh_dir("reopen");
+    let mut model = HashMap::new();
+    {
+        let m = FileMap::<u64, u64>::open(&dir).unwrap();
+        assert!(!m.recovery().crashed);
+        for k in 0..50_000u64 {
+            m.insert(k, k * 3).unwrap();
+            model.insert(k, k * 3);
+        }
+        for k in (0..50_000u64).step_by(3) {
+            assert_eq!(m.remove(&k), Some(k * 3));
+            model.remove(&k);
+        }
+        for k in (1..50_000u64).step_by(7) {
+            let _ = m.put(k, 7);
+            if let Some(v) = model.get_mut(&k) {
+                *v = 7;
+            }
+        }
+        assert_eq!(m.fetch_add(1_000_000, 5), None);
+        model.insert(1_000_000, 5);
+        assert!(m.stats().resizes >= 5, "the map grew while filled");
+    }
+    // Replaced indexes' files are deleted; a grow that bounded helping left
+    // under way keeps its next index's file, and goes on when reopened.
+    assert!(index_files(&dir).len() <= 2, "{:?}", index_files(&dir));
+    for round in 0..3 {
+        let m = FileMap::<u64, u64>::open(&dir).unwrap();
+        assert!(!m.recovery().crashed, "round {round}");
+        assert_eq!(m.len(), model.len());
+        assert_eq!(contents(&m), model);
+        m.insert(2_000_000 + round, round).unwrap();
+        model.insert(2_000_000 + round, round);
+        if round == 2 {
+            m.reserve(m.len() * 4); // finishes any grow under way, then grows
+        }
+    }
+    assert_eq!(index_files(&dir).len(), 1, "{:?}", index_files(&dir));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_directory_is_opened_by_one_map_at_a_time() {
+    let dir = fresh_dir("lock");
+    let m = FileMap::<u64, u64>::open(&dir).unwrap();
+    assert_eq!(FileMap::<u64, u64>::open(&dir).err(), Some(Error::Locked));
+    // Another process, too (the lock is the kernel's, per open file).
+    drop(m);
+    assert!(FileMap::<u64, u64>::open(&dir).is_ok());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Every file of `dir`, name and bytes.
+fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut v: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            (e.file_name().into_string().unwrap(), std::fs::read(e.path()).unwrap())
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+fn restore(dir: &Path, files: &[(String, Vec<u8>)]) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        std::fs::remove_file(e.unwrap().path()).unwrap();
+    }
+    for (n, b) in files {
+        std::fs::write(dir.join(n), b).unwrap();
+    }
+}
+
+/// Open must refuse `damage` with an error and leave every file as it was.
+fn refused(dir: &Path, good: &[(String, Vec<u8>)], what: &str, damage: impl FnOnce(&Path)) -> Error {
+    restore(dir, good);
+    damage(dir);
+    let before = snapshot(dir);
+    let e = match FileMap::<u64, u64>::open(dir) {
+        Ok(_) => panic!("{what}: opened"),
+        Err(e) => e,
+    };
+    let mut after = snapshot(dir);
+    after.retain(|(n, _)| n != "lock");
+    let mut before = before;
+    before.retain(|(n, _)| n != "lock");
+    assert!(before == after, "{what}: the files changed");
+    e
+}
+
+#[test]
+fn foreign_and_damaged_files_are_refused_and_left_as_they_were() {
+    let dir = fresh_dir("damage");
+    {
+        let m = FileMap::<u64, u64>::open(&dir).unwrap();
+        for k in 0..1000 {
+            m.insert(k, k).unwrap();
+        }
+    }
+    let mut good = snapshot(&dir);
+    good.retain(|(n, _)| n != "lock");
+    let index = index_files(&dir).pop().unwrap();
+    let map_len = std::fs::metadata(dir.join("map.dlht")).unwrap().len();
+    let index_len = std::fs::metadata(dir.join(&index)).unwrap().len();
+
+    // Another key or value size, another kind of value.
+    restore(&dir, &good);
+    assert!(matches!(FileMap::<u32, u64>::open(&dir), Err(Error::Incompatible { .. })));
+    assert!(matches!(FileMap::<u64, u16>::open(&dir), Err(Error::Incompatible { .. })));
+    // Truncated at every page boundary (and one byte short).
+    for cut in (0..map_len).step_by(4096).chain([map_len - 1]) {
+        let e = refused(&dir, &good, "a truncated map file", |d| {
+            std::fs::OpenOptions::new().write(true).open(d.join("map.dlht")).unwrap().set_len(cut).unwrap()
+        });
+        assert!(matches!(e, Error::Corrupt { .. }), "{e:?}");
+    }
+    for cut in (0..index_len).step_by(4096).chain([index_len - 1]) {
+        let e = refused(&dir, &good, "a truncated index file", |d| {
+            std::fs::OpenOptions::new().write(true).open(d.join(&index)).unwrap().set_len(cut).unwrap()
+        });
+        assert!(matches!(e, Error::Corrupt { .. }), "cut at {cut}: {e:?}");
+    }
+    // A flipped byte in each header field a reopen trusts.
+    for at in [0usize, 7, 8, 12, 16, 20, 24, 32, 40, 96, 128, 136] {
+        let e = refused(&dir, &good, "a flipped map header byte", |d| {
+            let mut b = std::fs::read(d.join("map.dlht")).unwrap();
+            b[at] ^= 0x5a;
+            std::fs::write(d.join("map.dlht"), b).unwrap();
+        });
+        assert!(matches!(e, Error::Corrupt { .. } | Error::Incompatible { .. }), "byte {at}: {e:?}");
+    }
+    // (Not the link counters at 40 and 48: they change as the map runs, and
+    // are checked only to lie within the file, as bins' contents are.)
+    for at in [0usize, 8, 12, 16, 24, 32, 56] {
+        refused(&dir, &good, "a flipped index header byte", |d| {
+            let mut b = std::fs::read(d.join(&index)).unwrap();
+            b[at] ^= 0xa5;
+            std::fs::write(d.join(&index), b).unwrap();
+        });
+    }
+    // Random bytes.
+    let mut x = 0x1234_5678_9abc_def0u64;
+    let mut random = |n: usize| {
+        (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect::<Vec<u8>>()
+    };
+    let noise = random(map_len as usize);
+    refused(&dir, &good, "a map file of random bytes", |d| {
+        std::fs::write(d.join("map.dlht"), &noise).unwrap()
+    });
+    let noise = random(index_len as usize);
+    refused(&dir, &good, "an index file of random bytes", |d| {
+        std::fs::write(d.join(&index), &noise).unwrap()
+    });
+    // The current index's file missing.
+    refused(&dir, &good, "a missing index file", |d| std::fs::remove_file(d.join(&index)).unwrap());
+    // And the undamaged files still open, whole.
+    restore(&dir, &good);
+    let m = FileMap::<u64, u64>::open(&dir).unwrap();
+    assert_eq!(m.len(), 1000);
+    assert!((0..1000).all(|k| m.get(&k) == Some(k)));
+    drop(m);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+// ---- the kill -9 harness ----
+
+const THREADS: u64 = 3;
+
+fn splitmix(s: &mut u64) -> u64 {
+    *s = s.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *s;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Op {
+    Insert(u64, u64),
+    Upsert(u64, u64),
+    Remove(u64),
+    FetchAdd(u64, u64),
+    Put(u64, u64),
+}
+
+impl Op {
+    fn key(self) -> u64 {
+        match self {
+            Op::Insert(k, _) | Op::Upsert(k, _) | Op::Remove(k) | Op::FetchAdd(k, _) | Op::Put(k, _) => k,
+        }
+    }
+
+    /// What the op does to a model.
+    fn apply(self, m: &mut HashMap<u64, u64>) {
+        match self {
+            Op::Insert(k, v) => {
+                m.entry(k).or_insert(v);
+            }
+            Op::Upsert(k, v) => {
+                m.insert(k, v);
+            }
+            Op::Remove(k) => {
+                m.remove(&k);
+            }
+            Op::FetchAdd(k, d) => {
+                let e = m.entry(k).or_insert(0);
+                *e = e.wrapping_add(d);
+            }
+            Op::Put(k, v) => {
+                if let Some(x) = m.get_mut(&k) {
+                    *x = v;
+                }
+            }
+        }
+    }
+
+    fn run(self, m: &FileMap<u64, u64>) {
+        match self {
+            Op::Insert(k, v) => {
+                let _ = m.insert(k, v);
+            }
+            Op::Upsert(k, v) => {
+                m.upsert(k, v);
+            }
+            Op::Remove(k) => {
+                m.remove(&k);
+            }
+            Op::FetchAdd(k, d) => {
+                m.fetch_add(k, d);
+            }
+            Op::Put(k, v) => {
+                m.put(k, v);
+            }
+        }
+    }
+}
+
+/// The `n`th op of thread `t` in a run seeded `seed`: each thread works on
+/// its own keys (`t + THREADS·j`, j < `keys`), so its ops on a key are in
+/// its program order and the parent can replay them.
+fn ops(seed: u64, t: u64, keys: u64) -> impl Iterator<Item = Op> {
+    let mut s = seed ^ (t << 56);
+    std::iter::from_fn(move || {
+        let r = splitmix(&mut s);
+        let k = t + THREADS * ((r >> 8) % keys);
+        let v = splitmix(&mut s) >> 1;
+        Some(match r % 10 {
+            0..=3 => Op::Insert(k, v),
+            4 | 5 => Op::Upsert(k, v),
+            6 | 7 => Op::Remove(k),
+            8 => Op::FetchAdd(k, v & 0xff),
+            _ => Op::Put(k, v),
+        })
+    })
+}
+
+/// The child: open the map and write until killed, acknowledging each
+/// returned op on stdout as `ack <thread> <n>` with one write(2) each.
+#[test]
+fn crash_child() {
+    let Ok(spec) = std::env::var("DLHT_CRASH_CHILD") else { return };
+    let mut parts = spec.split(',');
+    let dir = PathBuf::from(parts.next().unwrap());
+    // (A crash point aborts the process: no unwinding, no destructor.)
+    let seed: u64 = parts.next().unwrap().parse().unwrap();
+    let keys: u64 = parts.next().unwrap().parse().unwrap();
+    let m = FileMap::<u64, u64>::open(&dir).unwrap();
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            let m = &m;
+            s.spawn(move || {
+                for (n, op) in ops(seed, t, keys).enumerate() {
+                    op.run(m);
+                    let line = format!("ack {t} {n}\n");
+                    // SAFETY: writing a buffer we own to stdout.
+                    let w = unsafe { libc::write(1, line.as_ptr() as *const libc::c_void, line.len()) };
+                    assert_eq!(w, line.len() as isize);
+                }
+            });
+        }
+    });
+}
+
+fn kills() -> usize {
+    std::env::var("DLHT_CRASH_KILLS").ok().and_then(|s| s.parse().ok()).unwrap_or(200)
+}
+
+/// A child writing into `dir` (ops of `run_seed` on `keys` keys per
+/// thread), with `env` added, and a thread collecting its acknowledgements:
+/// the last op number each thread acknowledged.
+fn spawn_child(
+    dir: &Path,
+    run_seed: u64,
+    keys: u64,
+    env: Option<(&str, String)>,
+) -> (std::process::Child, std::thread::JoinHandle<[Option<u64>; THREADS as usize]>) {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--exact", "crash_child", "--nocapture", "--test-threads=1"])
+        .env("DLHT_CRASH_CHILD", format!("{},{run_seed},{keys}", dir.display()))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    if let Some((k, v)) = env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().unwrap();
+    let out = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut acked = [None::<u64>; THREADS as usize];
+        for line in BufReader::new(out).lines() {
+            let Ok(line) = line else { break };
+            // (The test harness's own "test crash_child ... " has no line
+            // end before the first ack.)
+            let Some(at) = line.find("ack ") else { continue };
+            let mut w = line[at..].split(' ');
+            w.next();
+            let t: usize = w.next().unwrap().parse().unwrap();
+            let n: u64 = w.next().unwrap().parse().unwrap();
+            acked[t] = Some(acked[t].map_or(n, |a| a.max(n)));
+        }
+        acked
+    });
+    (child, reader)
+}
+
+/// After a child of `run_seed` died having acknowledged `acked`: reopen the
+/// map and check that it holds `model` plus every acknowledged op, with
+/// each thread's next op done or not, and nothing else. Returns the map's
+/// contents (the model for the next child) and what the open reported.
+fn check_after_crash(
+    dir: &Path,
+    what: &str,
+    model: &HashMap<u64, u64>,
+    run_seed: u64,
+    keys: u64,
+    acked: [Option<u64>; THREADS as usize],
+) -> Option<(HashMap<u64, u64>, dlht::Recovery, u64)> {
+    let mut model = model.clone();
+    let mut in_flight = Vec::new();
+    let mut acks = 0;
+    for t in 0..THREADS {
+        let mut it = ops(run_seed, t, keys);
+        if let Some(n) = acked[t as usize] {
+            acks += n + 1;
+            for _ in 0..=n {
+                it.next().unwrap().apply(&mut model);
+            }
+        }
+        in_flight.push(it.next().unwrap());
+    }
+    let m = match FileMap::<u64, u64>::open(dir) {
+        Ok(m) => m,
+        // Killed before it made the map: nothing was acknowledged.
+        Err(e) => {
+            assert!(acked.iter().all(|a| a.is_none()), "{what}: reopen failed: {e}");
+            return None;
+        }
+    };
+    let r = m.recovery();
+    let got = contents(&m);
+    let flight_keys: Vec<u64> = in_flight.iter().map(|op| op.key()).collect();
+    for (k, v) in &model {
+        if !flight_keys.contains(k) {
+            assert_eq!(got.get(k), Some(v), "{what}: key {k} lost or changed ({r:?})");
+        }
+    }
+    for (k, v) in &got {
+        if !flight_keys.contains(k) {
+            assert_eq!(
+                model.get(k),
+                Some(v),
+                "{what}: key {k} appeared ({r:?}; acked {acked:?}, in flight {in_flight:?})"
+            );
+        }
+    }
+    for op in &in_flight {
+        let k = op.key();
+        let before = model.get(&k).copied();
+        let mut after_map: HashMap<u64, u64> = before.map(|v| (k, v)).into_iter().collect();
+        op.apply(&mut after_map);
+        let after = after_map.get(&k).copied();
+        let now = got.get(&k).copied();
+        assert!(
+            now == before || now == after,
+            "{what}: key {k} is {now:?}, neither {before:?} nor {after:?} ({op:?})"
+        );
+    }
+    // Each key once: an iteration yielding a key twice would count more.
+    assert_eq!(m.iter().count(), got.len(), "{what}: a key appears twice");
+    let len = m.len() as i64;
+    assert!((len - got.len() as i64).abs() <= THREADS as i64, "{what}: len {len} for {} keys", got.len());
+    // The recovered map is fully usable: a write to a fresh key of every
+    // thread, and to each key an op was in flight on (an insert left
+    // pending by a dead thread would make it wait forever: bounded here).
+    let m = std::sync::Arc::new(m);
+    for (t, op) in in_flight.iter().enumerate() {
+        let (m2, k, fresh) = (m.clone(), op.key(), t as u64 + THREADS * keys);
+        let before = got.get(&k).copied();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let h = std::thread::spawn(move || {
+            m2.upsert(fresh, 1);
+            assert_eq!(m2.remove(&fresh), Some(1));
+            m2.upsert(k, 7);
+            match before {
+                Some(v) => m2.upsert(k, v),
+                None => m2.remove(&k),
+            };
+            let _ = tx.send(());
+        });
+        assert!(
+            rx.recv_timeout(Duration::from_secs(10)).is_ok(),
+            "{what}: a write to key {k} hangs after recovery"
+        );
+        h.join().unwrap();
+    }
+    assert!(std::sync::Arc::try_unwrap(m).is_ok(), "{what}: a writer still holds the map");
+    Some((got, r, acks))
+}
+
+#[test]
+fn every_acknowledged_write_survives_kill_9() {
+    let dir = fresh_dir("kill");
+    let mut model: HashMap<u64, u64> = HashMap::new();
+    let mut seed = 0x5eed_u64 ^ std::process::id() as u64;
+    let (mut resumed, mut recovered_bins, mut total_acks) = (0, 0, 0u64);
+    let started = Instant::now();
+    for kill in 0..kills() {
+        // Every other run starts from an empty map with many keys, so that
+        // kills land in the middle of grows; the others go on with the map.
+        let keys = if kill % 2 == 0 {
+            let _ = std::fs::remove_dir_all(&dir);
+            model.clear();
+            200_000
+        } else {
+            2_000
+        };
+        let run_seed = splitmix(&mut seed);
+        let (mut child, reader) = spawn_child(&dir, run_seed, keys, None);
+        // Let it open the map and work a while: 5 to 80 ms.
+        std::thread::sleep(Duration::from_millis(5 + splitmix(&mut seed) % 75));
+        // SAFETY: sending SIGKILL to our own child, which has not been waited for.
+        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGKILL) };
+        let _ = child.wait();
+        let acked = reader.join().unwrap();
+        let what = format!("kill {kill}");
+        if let Some((got, r, acks)) = check_after_crash(&dir, &what, &model, run_seed, keys, acked) {
+            resumed += r.resize_resumed as usize;
+            recovered_bins += r.bins_visited;
+            total_acks += acks;
+            model = got;
+        }
+    }
+    eprintln!(
+        "{} kills in {:.1} s: {total_acks} acknowledged writes checked, {resumed} reopens resumed a grow, {recovered_bins} bins recovered",
+        kills(),
+        started.elapsed().as_secs_f64()
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Each named crash point (`dlht::internals::CrashPoint`), crashed at by
+/// three children (its 1st, 5th and 40th arrival; the resize points at
+/// their 1st to 3rd), each recovered and checked as after a kill.
+#[test]
+fn every_crash_point_is_recovered() {
+    use std::os::unix::process::ExitStatusExt;
+    let dir = fresh_dir("points");
+    let mut seed = 0xc0ffee_u64;
+    for p in dlht::internals::CrashPoint::ALL {
+        let resize = p.name().starts_with("resize");
+        for nth in if resize { [1, 2, 3] } else { [1, 5, 40] } {
+            let _ = std::fs::remove_dir_all(&dir);
+            let run_seed = splitmix(&mut seed);
+            let keys = 20_000;
+            let spec = format!("{}:{nth}", p.name());
+            let (mut child, reader) =
+                spawn_child(&dir, run_seed, keys, Some(("DLHT_CRASH_AT", spec.clone())));
+            // Bounded: a point never reached is a failure, not a hang.
+            let deadline = Instant::now() + Duration::from_secs(30);
+            let status = loop {
+                if let Some(s) = child.try_wait().unwrap() {
+                    break s;
+                }
+                if Instant::now() > deadline {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    panic!("{spec}: never reached in 30 s");
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            };
+            assert_eq!(
+                status.signal(),
+                Some(libc::SIGABRT),
+                "{spec}: the child did not stop at the point ({status:?})"
+            );
+            let acked = reader.join().unwrap();
+            check_after_crash(&dir, &spec, &HashMap::new(), run_seed, keys, acked)
+                .unwrap_or_else(|| panic!("{spec}: the map was not made"));
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn open_options_size_a_new_map() {
+    let dir = fresh_dir("options");
+    let m = FileMap::<u64, u64>::open_with(&dir, OpenOptions::new().capacity(100_000)).unwrap();
+    assert!(m.capacity() >= 100_000);
+    for k in 0..100_000 {
+        m.insert(k, k).unwrap();
+    }
+    assert_eq!(m.stats().resizes, 0);
+    m.sync().unwrap();
+    drop(m);
+    // An existing map keeps its size.
+    let m = FileMap::<u64, u64>::open_with(&dir, OpenOptions::new().capacity(10)).unwrap();
+    assert!(m.capacity() >= 100_000);
+    drop(m);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
