@@ -282,10 +282,20 @@ impl Op {
 
 /// The `n`th op of thread `t` in a run seeded `seed`: each thread works on
 /// its own keys (`t + THREADS·j`, j < `keys`), so its ops on a key are in
-/// its program order and the parent can replay them.
+/// its program order and the parent can replay them. A seed with its low
+/// two bits 0 fills and drains (insert every key, remove every key, again),
+/// so the map grows and shrinks; others mix every op at random.
 fn ops(seed: u64, t: u64, keys: u64) -> impl Iterator<Item = Op> {
     let mut s = seed ^ (t << 56);
+    let fill_drain = seed & 3 == 0;
+    let mut n = 0u64;
     std::iter::from_fn(move || {
+        if fill_drain {
+            let (round, j) = (n / keys, n % keys);
+            n += 1;
+            let k = t + THREADS * j;
+            return Some(if round % 2 == 0 { Op::Insert(k, splitmix(&mut s) >> 1) } else { Op::Remove(k) });
+        }
         let r = splitmix(&mut s);
         let k = t + THREADS * ((r >> 8) % keys);
         let v = splitmix(&mut s) >> 1;
@@ -438,7 +448,7 @@ fn check_after_crash(
     // pending by a dead thread would make it wait forever: bounded here).
     let m = std::sync::Arc::new(m);
     for (t, op) in in_flight.iter().enumerate() {
-        let (m2, k, fresh) = (m.clone(), op.key(), t as u64 + THREADS * keys);
+        let (m2, k, fresh) = (m.clone(), op.key(), 1 << 60 | t as u64); // no run's key
         let before = got.get(&k).copied();
         let (tx, rx) = std::sync::mpsc::channel();
         let h = std::thread::spawn(move || {
@@ -466,19 +476,23 @@ fn every_acknowledged_write_survives_kill_9() {
     let dir = fresh_dir("kill");
     let mut model: HashMap<u64, u64> = HashMap::new();
     let mut seed = 0x5eed_u64 ^ std::process::id() as u64;
-    let (mut resumed, mut recovered_bins, mut total_acks) = (0, 0, 0u64);
+    let (mut resumed, mut shrinks, mut recovered_bins, mut total_acks) = (0, 0, 0, 0u64);
     let started = Instant::now();
     for kill in 0..kills() {
-        // Every other run starts from an empty map with many keys, so that
-        // kills land in the middle of grows; the others go on with the map.
-        let keys = if kill % 2 == 0 {
-            let _ = std::fs::remove_dir_all(&dir);
-            model.clear();
-            200_000
-        } else {
-            2_000
+        // In every four runs: one from an empty map with many keys, so that
+        // kills land in the middle of grows, one filling and draining its
+        // keys, so that they land in shrinks, and two mixing every op on
+        // the map as it is.
+        let (keys, mode) = match kill % 4 {
+            0 => {
+                let _ = std::fs::remove_dir_all(&dir);
+                model.clear();
+                (200_000, 1)
+            }
+            1 => (5_000, 0),
+            _ => (2_000, 1),
         };
-        let run_seed = splitmix(&mut seed);
+        let run_seed = splitmix(&mut seed) & !3 | mode;
         let (mut child, reader) = spawn_child(&dir, run_seed, keys, None);
         // Let it open the map and work a while: 5 to 80 ms.
         std::thread::sleep(Duration::from_millis(5 + splitmix(&mut seed) % 75));
@@ -489,13 +503,14 @@ fn every_acknowledged_write_survives_kill_9() {
         let what = format!("kill {kill}");
         if let Some((got, r, acks)) = check_after_crash(&dir, &what, &model, run_seed, keys, acked) {
             resumed += r.resize_resumed as usize;
+            shrinks += r.shrink_resumed as usize;
             recovered_bins += r.bins_visited;
             total_acks += acks;
             model = got;
         }
     }
     eprintln!(
-        "{} kills in {:.1} s: {total_acks} acknowledged writes checked, {resumed} reopens resumed a grow, {recovered_bins} bins recovered",
+        "{} kills in {:.1} s: {total_acks} acknowledged writes checked, {resumed} reopens resumed a resize ({shrinks} a shrink), {recovered_bins} bins recovered",
         kills(),
         started.elapsed().as_secs_f64()
     );
@@ -503,19 +518,25 @@ fn every_acknowledged_write_survives_kill_9() {
 }
 
 /// Each named crash point (`dlht::internals::CrashPoint`), crashed at by
-/// three children (its 1st, 5th and 40th arrival; the resize points at
-/// their 1st to 3rd), each recovered and checked as after a kill.
+/// three children (its 1st, 5th and 40th arrival; the resize and merge
+/// points at their 1st to 3rd), each recovered and checked as after a kill;
+/// the second child of each point fills and drains the map, so that shrinks
+/// pass through it too.
 #[test]
 fn every_crash_point_is_recovered() {
     use std::os::unix::process::ExitStatusExt;
     let dir = fresh_dir("points");
     let mut seed = 0xc0ffee_u64;
     for p in dlht::internals::CrashPoint::ALL {
-        let resize = p.name().starts_with("resize");
-        for nth in if resize { [1, 2, 3] } else { [1, 5, 40] } {
+        let few = p.name().starts_with("resize") || p.name().starts_with("merge");
+        for (round, nth) in (if few { [1, 2, 3] } else { [1, 5, 40] }).into_iter().enumerate() {
             let _ = std::fs::remove_dir_all(&dir);
-            let run_seed = splitmix(&mut seed);
-            let keys = 20_000;
+            // The second run of each resize point fills and drains (see
+            // `ops`), so that shrinks pass the point too; merges always do.
+            let moves = ["transfer", "resize", "link", "merge"].iter().any(|s| p.name().starts_with(s));
+            let fill_drain = p.name().starts_with("merge") || (round == 1 && moves);
+            let run_seed = splitmix(&mut seed) & !3 | if fill_drain { 0 } else { 1 };
+            let keys = if fill_drain { 4_000 } else { 20_000 };
             let spec = format!("{}:{nth}", p.name());
             let (mut child, reader) =
                 spawn_child(&dir, run_seed, keys, Some(("DLHT_CRASH_AT", spec.clone())));
@@ -538,8 +559,14 @@ fn every_crash_point_is_recovered() {
                 "{spec}: the child did not stop at the point ({status:?})"
             );
             let acked = reader.join().unwrap();
-            check_after_crash(&dir, &spec, &HashMap::new(), run_seed, keys, acked)
+            let (_, r, _) = check_after_crash(&dir, &spec, &HashMap::new(), run_seed, keys, acked)
                 .unwrap_or_else(|| panic!("{spec}: the map was not made"));
+            if p.name().starts_with("merge") {
+                assert!(r.shrink_resumed && r.transfers_finished > 0, "{spec}: no shrink recovered ({r:?})");
+            }
+            if p.name().starts_with("transfer") {
+                assert!(r.transfers_finished > 0, "{spec}: no transfer recovered ({r:?})");
+            }
         }
     }
     std::fs::remove_dir_all(&dir).unwrap();

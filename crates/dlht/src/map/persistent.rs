@@ -57,7 +57,8 @@ impl<K: Inline, V: Inline> Map<K, V, FileHasher> {
         let mut file = opened.file;
         let indexes = file.open_indexes(markers, &hash)?;
         file.opened(started);
-        let core = Core::persistent(indexes.current, indexes.next, std::sync::Arc::new(file));
+        let core =
+            Core::persistent(indexes.current, indexes.next, indexes.fallback, std::sync::Arc::new(file));
         // The keys already there count in this thread's share of the length
         // (in memory only: the file's shares already hold them).
         core.reclaim.with_record(|r| r.len.0.add(indexes.len as i64));

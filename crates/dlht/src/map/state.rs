@@ -60,9 +60,25 @@ impl Core {
     /// A persistent map's core: its current index, the next one a grow was
     /// filling when the map was last open (the grow goes on), its files.
     #[cfg(not(loom))]
-    pub fn persistent(current: Index, next: Option<Index>, file: Arc<MapFile>) -> Core {
+    pub fn persistent(
+        current: Index,
+        next: Option<Index>,
+        fallback: Option<Index>,
+        file: Arc<MapFile>,
+    ) -> Core {
         if let Some(n) = next {
-            current.attach_next(Box::new(n));
+            let fell_back = n.file().is_some_and(|f| f.header().fell_back.load(Ordering::Relaxed) == 1);
+            let n = current.attach_next(Box::new(n));
+            if let Some(f) = fallback {
+                let f = Box::into_raw(Box::new(f));
+                // Relaxed: published by the phase store below, as in `attach`.
+                current.resize.fallback.store(f, Ordering::Relaxed);
+                if fell_back {
+                    // SAFETY: both were just boxed here and are owned by
+                    // `current` (next, fallback) from now on, as a shrink's.
+                    unsafe { (*n).attach_fallback(&*f) };
+                }
+            }
             // Release: as `resize::attach` publishes a next index.
             current.resize.phase.store(crate::raw::index::ResizeState::PUBLISHED, Ordering::Release);
         }
@@ -242,6 +258,19 @@ impl Drop for Core {
         }
         // A grow may be under way (helping is bounded, so writes can stop
         // before it ends): the indexes it is filling are owned here too.
+        // A shrink left under way (a persistent map's, resumed on reopen and
+        // not yet finished) owns its fallback too, unless it is already the
+        // smaller index's next (then the walk below frees it).
+        // SAFETY: as below, the current index is live and owned here.
+        let first = unsafe { &*cur };
+        let fallback = first.resize.fallback.swap(core::ptr::null_mut(), Ordering::Relaxed);
+        let chained = first.next_index().and_then(|n| n.next_index()).map(|f| f as *const Index);
+        if !fallback.is_null() && chained != Some(fallback as *const Index) {
+            // SAFETY: from Box::into_raw in `resize::attach` or
+            // `Core::persistent`, owned by the resize under way, reachable
+            // from nothing else.
+            drop(unsafe { Box::from_raw(fallback) });
+        }
         while !cur.is_null() {
             // SAFETY: &mut self: no thread is inside. The current index and
             // the unpublished ones after it (from Box::into_raw in

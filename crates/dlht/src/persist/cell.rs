@@ -52,16 +52,17 @@ pub fn note_transfer(generation: u64, bin: usize) {
     })
 }
 
-/// A transfer is about to kill slot `slot` (header state bits `state`),
-/// which holds `pair`: if the kill lands and the process dies before the
-/// pair is placed in the next index, recovery places it from here.
+/// A transfer is about to kill slot `slot` of `bin` (header state bits
+/// `state`), which holds `pair`: if the kill lands and the process dies
+/// before the pair is placed in the next index, recovery places it from
+/// here.
 #[inline]
-pub fn note_moving(slot: usize, state: u8, pair: (u64, u64)) {
+pub fn note_moving(bin: usize, slot: usize, state: u8, pair: (u64, u64)) {
     with_cell(|c| {
         // The slot word last: a record is whole once it names a slot.
         c.moving_slot.store(0, Ordering::Relaxed);
         c.moving_key.store(pair.0, Ordering::Relaxed);
         c.moving_value.store(pair.1, Ordering::Relaxed);
-        c.moving_slot.store(Moving::pack(slot, state), Ordering::Relaxed);
+        c.moving_slot.store(Moving::pack(bin, slot, state), Ordering::Relaxed);
     })
 }

@@ -29,15 +29,18 @@ pub enum CrashPoint {
     TransferPlaced,
     /// Transfer T3: the bin is DoneTransfer.
     TransferFinished,
+    /// Shrink S1: every source of a target is claimed.
+    MergeClaimed,
     /// Resize R2: the next index is made and attached.
     ResizeAttached,
     /// Resize R4: the file names the new index; not yet current in memory.
     ResizePublished,
 }
 
+#[cfg_attr(not(any(feature = "crash-points", feature = "internals")), allow(dead_code))]
 impl CrashPoint {
     /// Every point, in protocol order.
-    pub const ALL: [CrashPoint; 12] = [
+    pub const ALL: [CrashPoint; 13] = [
         CrashPoint::InsertClaimed,
         CrashPoint::InsertCommitted,
         CrashPoint::InsertPublished,
@@ -48,6 +51,7 @@ impl CrashPoint {
         CrashPoint::TransferKilled,
         CrashPoint::TransferPlaced,
         CrashPoint::TransferFinished,
+        CrashPoint::MergeClaimed,
         CrashPoint::ResizeAttached,
         CrashPoint::ResizePublished,
     ];
@@ -65,6 +69,7 @@ impl CrashPoint {
             CrashPoint::TransferKilled => "transfer-killed",
             CrashPoint::TransferPlaced => "transfer-placed",
             CrashPoint::TransferFinished => "transfer-finished",
+            CrashPoint::MergeClaimed => "merge-claimed",
             CrashPoint::ResizeAttached => "resize-attached",
             CrashPoint::ResizePublished => "resize-published",
         }

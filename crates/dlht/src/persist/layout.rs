@@ -153,6 +153,10 @@ pub struct IndexHeader {
     /// 1 once the file is fully set up (zeroed and sized): an index file
     /// without it is an allocation a crash interrupted, and is deleted.
     pub complete: AtomicU64,
+    /// 1 once a shrink into this index sent some target's sources to the
+    /// fallback (`Index::attach_fallback`): reopened, the fallback is this
+    /// index's next again.
+    pub fell_back: AtomicU64,
 }
 
 impl IndexHeader {
@@ -230,8 +234,8 @@ pub struct ThreadCell {
     pub intent: AtomicU64,
     /// Inserts minus removes counted by this cell's threads.
     pub len_share: AtomicU64,
-    /// A transfer's slot about to be killed: its logical slot and state
-    /// ([`Moving::pack`]).
+    /// A transfer's slot about to be killed: its bin, logical slot and
+    /// state ([`Moving::pack`]).
     pub moving_slot: AtomicU64,
     /// The pair the slot held when its kill was tried.
     pub moving_key: AtomicU64,
@@ -292,9 +296,12 @@ impl Intent {
     }
 }
 
-/// A transfer's slot about to be killed: `valid:1 | state:2 | slot:8`.
+/// A transfer's slot about to be killed: `valid:1 | bin:38 | state:2 |
+/// slot:4` (the bin: a shrink merges several sources into one target).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Moving {
+    /// The source bin.
+    pub bin: usize,
     /// Logical slot (0..15) in the source bin.
     pub slot: usize,
     /// Its header state when claimed (Valid or Shadow), as the bits.
@@ -302,15 +309,21 @@ pub struct Moving {
 }
 
 impl Moving {
-    /// The word for slot `slot` in state bits `state`.
+    const VALID: u64 = 1 << 44;
+
+    /// The word for slot `slot` of `bin` in state bits `state`.
     #[inline(always)]
-    pub fn pack(slot: usize, state: u8) -> u64 {
-        1 << 16 | (state as u64 & 0b11) << 8 | (slot as u64 & 0xff)
+    pub fn pack(bin: usize, slot: usize, state: u8) -> u64 {
+        Self::VALID | (bin as u64 & ((1 << 38) - 1)) << 6 | (state as u64 & 0b11) << 4 | (slot as u64 & 0xf)
     }
 
     /// The record of a word, None for "nothing moving".
     pub fn unpack(w: u64) -> Option<Moving> {
-        (w >> 16 == 1).then_some(Moving { slot: (w & 0xff) as usize, state: ((w >> 8) & 0b11) as u8 })
+        (w >> 44 == 1).then_some(Moving {
+            bin: ((w >> 6) & ((1 << 38) - 1)) as usize,
+            slot: (w & 0xf) as usize,
+            state: ((w >> 4) & 0b11) as u8,
+        })
     }
 }
 
@@ -350,9 +363,14 @@ mod tests {
 
     #[test]
     fn moving_round_trips() {
-        for slot in 0..15 {
-            for state in [1u8, 2, 3] {
-                assert_eq!(Moving::unpack(Moving::pack(slot, state)), Some(Moving { slot, state }));
+        for bin in [0usize, 1, (1 << 29) - 1] {
+            for slot in 0..15 {
+                for state in [1u8, 2, 3] {
+                    assert_eq!(
+                        Moving::unpack(Moving::pack(bin, slot, state)),
+                        Some(Moving { bin, slot, state })
+                    );
+                }
             }
         }
         assert_eq!(Moving::unpack(0), None);

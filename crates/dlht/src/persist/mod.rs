@@ -105,8 +105,10 @@ mod imp {
         pub slots_freed: usize,
         /// Bins whose transfer into the next index recovery finished.
         pub transfers_finished: usize,
-        /// A grow was under way, and goes on now.
+        /// A resize was under way, and goes on now.
         pub resize_resumed: bool,
+        /// That resize is a shrink.
+        pub shrink_resumed: bool,
         /// Time from the start of `open` to a map ready to serve.
         pub open_time: Duration,
     }
@@ -134,9 +136,11 @@ mod imp {
     pub struct Indexes {
         /// The current index.
         pub current: Index,
-        /// The index a grow under way is filling, attached to `current` by
+        /// The index a resize under way is filling, attached to `current` by
         /// the caller (the resize then goes on as any other).
         pub next: Option<Index>,
+        /// A shrink's fallback (see `resize`), if a shrink is under way.
+        pub fallback: Option<Index>,
         /// Keys in the map (the cells' shares).
         pub len: u64,
     }
@@ -176,6 +180,7 @@ mod imp {
                     slots_freed: 0,
                     transfers_finished: 0,
                     resize_resumed: false,
+                    shrink_resumed: false,
                     open_time: started.elapsed(),
                 },
                 _lock: lock,
@@ -286,31 +291,44 @@ mod imp {
                 return Err(Error::Corrupt { what: "the current index file is missing" });
             }
             let current = Index::open_in(&this.dir, markers, g)?;
-            let next = if gens.contains(&(g + 1)) {
-                match Index::open_in(&this.dir, markers, g + 1) {
-                    Ok(n) if n.bins() > current.bins() => Some(n),
-                    // A grow's file a crash left unfinished, or a shrink's
-                    // (not resumed): its keys are all still in `current`.
-                    Ok(_) | Err(Error::Corrupt { .. }) => None,
-                    Err(e) => return Err(e),
+            // An index file a crash left half made is not one: the resize
+            // that made it had not attached it (its keys are all still in
+            // the older indexes).
+            let open = |gen: u64| -> Result<Option<Index>, Error> {
+                if !gens.contains(&gen) {
+                    return Ok(None);
                 }
-            } else {
-                None
+                match Index::open_in(&this.dir, markers, gen) {
+                    Ok(i) => Ok(Some(i)),
+                    Err(Error::Corrupt { .. }) => Ok(None),
+                    Err(e) => Err(e),
+                }
+            };
+            // A grow under way: a larger next index. A shrink: a smaller one
+            // and its fallback, as large as the current one (made before the
+            // shrink was attached: without it, it never began).
+            let (next, fallback) = match open(g + 1)? {
+                Some(n) if n.bins() > current.bins() => (Some(n), None),
+                Some(n) if n.bins() < current.bins() => match open(g + 2)? {
+                    Some(f) if f.bins() == current.bins() => (Some(n), Some(f)),
+                    _ => (None, None),
+                },
+                _ => (None, None),
             };
             // Everything checks out: from here the directory is changed.
             let crashed = h.state.load(Ordering::Relaxed) == OPEN;
             let mut report = super::recover::Report::default();
             if crashed {
-                report = super::recover::run(this.cells(), &current, next.as_ref(), hash);
+                report = super::recover::run(this.cells(), &current, next.as_ref(), fallback.as_ref(), hash);
                 h.recoveries.fetch_add(1, Ordering::Relaxed);
             }
             for c in this.cells() {
                 c.intent.store(0, Ordering::Relaxed);
                 c.moving_slot.store(0, Ordering::Relaxed);
             }
-            let keep = [g, g + 1];
+            let keep = [Some(&current), next.as_ref(), fallback.as_ref()].map(|i| i.map(|i| i.generation));
             for old in files::index_generations(&this.dir)? {
-                if !keep.contains(&old) || (old == g + 1 && next.is_none()) {
+                if !keep.contains(&Some(old)) {
                     files::remove(&this.dir.join(files::index_file_name(old)));
                 }
             }
@@ -321,10 +339,11 @@ mod imp {
             let r = &mut self.recovery;
             r.crashed = crashed;
             r.resize_resumed = next.is_some();
+            r.shrink_resumed = fallback.is_some();
             r.bins_visited = report.bins_visited;
             r.slots_freed = report.slots_freed;
             r.transfers_finished = report.transfers_finished;
-            Ok(Indexes { current, next, len: (len as i64).max(0) as u64 })
+            Ok(Indexes { current, next, fallback, len: (len as i64).max(0) as u64 })
         }
 
         /// Note the open finished (for [`Recovery::open_time`]).

@@ -17,8 +17,8 @@
 
 use super::cell::CellScope;
 use super::layout::{Intent, IntentKind, Moving, ThreadCell};
-use crate::protocol::transfer::{place_moving, resume_bin};
-use crate::raw::header::{BinState, SlotState, SLOTS_PER_BIN};
+use crate::protocol::transfer::{place_moving, resume_bin, resume_target};
+use crate::raw::header::{SlotState, SLOTS_PER_BIN};
 use crate::raw::index::Index;
 use crate::raw::threading::Shared;
 use crate::sync::Ordering;
@@ -35,45 +35,70 @@ pub struct Report {
 }
 
 /// Recover the bins the threads of `cells` were working on in `current`
-/// and in `next`, the index a grow of it was filling.
-pub fn run(cells: &[ThreadCell], current: &Index, next: Option<&Index>, hash: &dyn Fn(u64) -> u64) -> Report {
+/// and in `next`, the index a resize of it was filling: larger for a grow;
+/// smaller for a shrink, whose `fallback` (as large as `current`) took the
+/// sources of targets too full to merge.
+pub fn run(
+    cells: &[ThreadCell],
+    current: &Index,
+    next: Option<&Index>,
+    fallback: Option<&Index>,
+    hash: &dyn Fn(u64) -> u64,
+) -> Report {
     let mut r = Report::default();
     // Relaxed loads throughout: the dead process's stores are all in the
     // page cache, and no other thread runs.
     let intents =
         || cells.iter().filter_map(|c| Some((c, Intent::unpack(c.intent.load(Ordering::Relaxed))?)));
+    let moving = |cell: &ThreadCell| {
+        let m = Moving::unpack(cell.moving_slot.load(Ordering::Relaxed))?;
+        let pair = (cell.moving_key.load(Ordering::Relaxed), cell.moving_value.load(Ordering::Relaxed));
+        Some((m.bin, m.slot.min(SLOTS_PER_BIN - 1), m.state, pair))
+    };
     // Transfers first: an operation's bin may be one of them, and is then
     // cleaned where its keys went. Every moving record is placed before any
     // bin is finished (finishing skips moved slots, whose records may be in
     // another cell than the first that names the bin).
-    let transfers = || {
-        intents().filter(|(_, i)| {
-            i.kind == IntentKind::Transfer && i.is_of(current.generation) && (i.bin as usize) < current.bins()
-        })
-    };
     if let Some(next) = next {
-        // Planted bug (scripts/planted-bugs.sh): forget the pairs whose
-        // kill landed before the dead thread placed them.
-        #[cfg(not(dlht_plant = "recover_no_moving"))]
-        for (cell, i) in transfers() {
-            let Some(m) = Moving::unpack(cell.moving_slot.load(Ordering::Relaxed)) else { continue };
-            let pair = (cell.moving_key.load(Ordering::Relaxed), cell.moving_value.load(Ordering::Relaxed));
-            place_moving::<Shared>(
-                current,
-                i.bin as usize,
-                next,
-                hash,
-                (m.slot.min(SLOTS_PER_BIN - 1), m.state, pair),
-            );
-        }
-        for (cell, i) in transfers() {
-            // A crash during recovery is recovered the same way: the slot
-            // being moved is recorded in the dead thread's cell, as it was.
-            let _scope = CellScope::enter(cell);
-            r.bins_visited += 1;
-            if resume_bin::<Shared>(current, i.bin as usize, next, hash) > 0
-                || current.bin(i.bin as usize).header().bin_state() == BinState::DoneTransfer
-            {
+        let shrinking = next.bins() < current.bins();
+        // A transfer's intent names a grow's source bin, or a shrink's target.
+        let units = next.bins().min(current.bins());
+        let transfers = || {
+            intents().filter(|(_, i)| {
+                i.kind == IntentKind::Transfer && i.is_of(current.generation) && (i.bin as usize) < units
+            })
+        };
+        if shrinking {
+            let fallback = fallback.expect("dlht invariant: a shrink reopened without its fallback");
+            let mut targets: Vec<usize> = transfers().map(|(_, i)| i.bin as usize).collect();
+            targets.sort_unstable();
+            targets.dedup();
+            for t in targets {
+                let records: Vec<_> =
+                    transfers().filter(|(_, i)| i.bin as usize == t).filter_map(|(c, _)| moving(c)).collect();
+                let cell = transfers().find(|(_, i)| i.bin as usize == t).map(|(c, _)| c).expect("named");
+                let _scope = CellScope::enter(cell);
+                r.bins_visited += 1;
+                // Planted bug (scripts/planted-bugs.sh): see below.
+                let records = if cfg!(dlht_plant = "recover_no_moving") { Vec::new() } else { records };
+                resume_target::<Shared>(current, t, next, fallback, hash, &records);
+                r.transfers_finished += 1;
+            }
+        } else {
+            // Planted bug (scripts/planted-bugs.sh): forget the pairs whose
+            // kill landed before the dead thread placed them.
+            #[cfg(not(dlht_plant = "recover_no_moving"))]
+            for (cell, _) in transfers() {
+                if let Some((b, i, state, pair)) = moving(cell) {
+                    place_moving::<Shared>(current, b, next, hash, (i, state, pair));
+                }
+            }
+            for (cell, i) in transfers() {
+                // A crash during recovery is recovered the same way: the
+                // slot being moved is recorded in the dead thread's cell.
+                let _scope = CellScope::enter(cell);
+                r.bins_visited += 1;
+                resume_bin::<Shared>(current, i.bin as usize, next, hash);
                 r.transfers_finished += 1;
             }
         }
@@ -82,14 +107,10 @@ pub fn run(cells: &[ThreadCell], current: &Index, next: Option<&Index>, hash: &d
         if i.kind != IntentKind::Operation {
             continue;
         }
-        let idx = if i.is_of(current.generation) {
-            current
-        } else if let Some(n) = next.filter(|n| i.is_of(n.generation)) {
-            n
-        } else {
-            continue;
-        };
-        if i.bin as usize >= idx.bins() {
+        let idx = [Some(current), next, fallback].into_iter().flatten().find(|x| i.is_of(x.generation));
+        let Some(idx) = idx else { continue };
+        let b = i.bin as usize;
+        if b >= idx.bins() {
             continue;
         }
         r.bins_visited += 1;
@@ -98,12 +119,16 @@ pub fn run(cells: &[ThreadCell], current: &Index, next: Option<&Index>, hash: &d
         if cfg!(dlht_plant = "recover_no_clean") {
             continue;
         }
-        r.slots_freed += clean(idx, i.bin as usize);
+        r.slots_freed += clean(idx, b);
         // Its contents moved on: clean where they went.
-        if !idx.bin(i.bin as usize).header().is_no_transfer() {
-            if let Some(n) = next.filter(|n| n.generation == idx.generation + 1 && n.bins() > idx.bins()) {
-                for j in 0..n.bins() / idx.bins() {
-                    r.slots_freed += clean(n, i.bin as usize + j * idx.bins());
+        if !idx.bin(b).header().is_no_transfer() {
+            for to in [next, fallback].into_iter().flatten().filter(|n| n.generation > idx.generation) {
+                if to.bins() >= idx.bins() {
+                    for j in 0..to.bins() / idx.bins() {
+                        r.slots_freed += clean(to, b + j * idx.bins());
+                    }
+                } else {
+                    r.slots_freed += clean(to, b & (to.bins() - 1));
                 }
             }
         }

@@ -129,9 +129,15 @@ pub fn transfer_target<T: Threading>(
     fallback: &Index,
     hash: &dyn Fn(u64) -> u64,
 ) -> usize {
-    let unwinding = AbortOnUnwind;
     let sources = old.bins() / new.bins();
     debug_assert!(sources <= MAX_SHRINK_FACTOR, "dlht invariant: a shrink merges at most 16 bins");
+    // A target recovery finished (after a crash of the process that began
+    // it) has every source done: nothing left.
+    if old.bin_as::<T>(t).header().bin_state() == BinState::DoneTransfer {
+        return 0;
+    }
+    note_transfer(old.generation, t);
+    let unwinding = AbortOnUnwind;
     let mut claimed = [(0usize, Header::default()); MAX_SHRINK_FACTOR];
     let mut held = 0;
     for i in 0..sources {
@@ -143,6 +149,7 @@ pub fn transfer_target<T: Threading>(
         held += 1;
     }
     let claimed = &claimed[..held];
+    crash::at(CrashPoint::MergeClaimed);
     let bound: usize = claimed
         .iter()
         .map(|&(_, h)| h.slots_in(SlotState::Valid).or(h.slots_in(SlotState::Shadow)).count())
@@ -221,6 +228,69 @@ pub fn resume_bin<T: Threading>(old: &Index, b: usize, new: &Index, hash: &dyn F
     }
     let copied = copy_out(&bin, h, new, hash);
     finish(&bin, h);
+    copied
+}
+
+/// Recovery of a shrink's target `t` of `new` whose merge a thread of a
+/// dead process began (S1–S3 of [`transfer_target`], finished here): claim
+/// the sources it had not claimed, judge the fit from their headers (frozen
+/// since their claim, so the same judgement as the dead thread's), place
+/// the pairs of `moving` (records naming a source, as for [`place_moving`];
+/// all of them, from every cell naming `t`), copy the rest, forward the
+/// target if the sources went to `fallback`, finish the sources. Returns
+/// the keys copied. The caller is the only thread in the map.
+#[cfg_attr(loom, allow(dead_code))]
+pub fn resume_target<T: Threading>(
+    old: &Index,
+    t: usize,
+    new: &Index,
+    fallback: &Index,
+    hash: &dyn Fn(u64) -> u64,
+    moving: &[(usize, usize, u8, (u64, u64))],
+) -> usize {
+    let sources = old.bins() / new.bins();
+    if old.bin_as::<T>(t).header().bin_state() == BinState::DoneTransfer {
+        return 0; // finished before the crash
+    }
+    let mut claimed = [(0usize, Header::default()); MAX_SHRINK_FACTOR];
+    for (i, c) in claimed.iter_mut().enumerate().take(sources) {
+        let s = t + i * new.bins();
+        let h = match claim(&old.bin_as::<T>(s)) {
+            Claim::Won(h) => h,
+            _ => old.bin_as::<T>(s).header(), // claimed by the dead thread
+        };
+        *c = (s, h);
+    }
+    let claimed = &claimed[..sources];
+    let bound: usize = claimed
+        .iter()
+        .map(|&(_, h)| h.slots_in(SlotState::Valid).or(h.slots_in(SlotState::Shadow)).count())
+        .sum();
+    let fits = bound <= SLOTS_PER_BIN;
+    let dest = if fits {
+        new
+    } else {
+        new.attach_fallback(fallback);
+        fallback
+    };
+    let mut copied = 0;
+    for &(b, i, state, pair) in moving {
+        if claimed.iter().any(|&(s, _)| s == b) {
+            copied += place_moving::<T>(old, b, dest, hash, (i, state, pair));
+        }
+    }
+    for &(s, h) in claimed {
+        copied += copy_out(&old.bin_as::<T>(s), h, dest, hash);
+    }
+    if !fits {
+        new.bin_as::<T>(t)
+            .bucket
+            .header
+            .store_owned(Header::default().with_bin_state(BinState::DoneTransfer));
+    }
+    for &(s, h) in claimed {
+        finish(&old.bin_as::<T>(s), h);
+    }
     copied
 }
 
@@ -321,7 +391,7 @@ fn copy_out<T: Threading>(bin: &BinRef<'_, T>, h: Header, dest: &Index, hash: &d
             let killed = if cur.0 == pending {
                 (dead, cur.1)
             } else {
-                note_moving(i, h.slot(i) as u8, cur);
+                note_moving(bin.bin, i, h.slot(i) as u8, cur);
                 // Planted bug (scripts/planted-bugs.sh): kill as a remove
                 // does, so recovery cannot tell the move from a remove.
                 if cfg!(dlht_plant = "transfer_kills_dead") {

@@ -419,6 +419,13 @@ impl Index {
     /// the winner publishes the zeroed fallback as `attach_next` does; a
     /// loser only needs to see that it is there.
     pub fn attach_fallback(&self, fallback: &Index) {
+        // A persistent index says so in its file first, so that a reopen
+        // finds the fallback this index's next again. Relaxed: the forward
+        // of the target, a store after this one, is what a crash can keep.
+        #[cfg(not(loom))]
+        if let Some(f) = &self.file {
+            f.header().fell_back.store(1, Ordering::Relaxed);
+        }
         let p = fallback as *const Index as *mut Index;
         match self.next.compare_exchange(core::ptr::null_mut(), p, Ordering::AcqRel, Ordering::Acquire) {
             Ok(_) => {}

@@ -120,12 +120,6 @@ pub fn shrink(
     target_bins: usize,
 ) -> Result<(), Error> {
     let target = target_bins.max(idx.bins() / MAX_SHRINK_FACTOR).max(MIN_BINS);
-    // A persistent map does not shrink yet: recovery does not finish a
-    // shrink's merges (`persist::recover`).
-    #[cfg(not(loom))]
-    if core.persist().is_some() {
-        return Ok(());
-    }
     if target >= idx.bins() || core.current(guard).generation != idx.generation {
         return Ok(());
     }
@@ -188,10 +182,24 @@ pub fn grow(
 pub fn help_on_the_way(core: &Core, idx: &Index, hash: &dyn Fn(u64) -> u64) {
     let Some(next) = idx.next_index() else { return };
     // Relaxed: a hint; `help` claims with a fetch-add.
-    if next.bins() > idx.bins()
+    // (A persistent map's writes also help a shrink: one its process left
+    // under way when it died has no starter any more.)
+    if (next.bins() > idx.bins() || persistent(core))
         && idx.resize.next_chunk.load(Ordering::Relaxed) < chunk_count(core, idx, next)
     {
         help(core, idx, hash, Budget::Bounded { own: None, chunks: 1 });
+    }
+}
+
+/// True for a persistent map's core.
+#[inline(always)]
+fn persistent(core: &Core) -> bool {
+    #[cfg(not(loom))]
+    return core.persist().is_some();
+    #[cfg(loom)]
+    {
+        let _ = core;
+        false
     }
 }
 
@@ -339,7 +347,12 @@ fn help(core: &Core, idx: &Index, hash: &dyn Fn(u64) -> u64, budget: Budget) {
             } else if !fallback.is_null() {
                 // SAFETY: the unused fallback, from Box::into_raw in
                 // `shrink`; no transfer can reach it any more.
-                drop(unsafe { Box::from_raw(fallback) });
+                let fallback = unsafe { Box::from_raw(fallback) };
+                #[cfg(not(loom))]
+                if let Some(f) = fallback.file() {
+                    f.retire();
+                }
+                drop(fallback);
             }
         }
     }
