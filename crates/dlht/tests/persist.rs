@@ -589,3 +589,39 @@ fn open_options_size_a_new_map() {
     drop(m);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Sync mode: `durable` returns for every caller, in periodic and per-call
+/// group commits, with writers going on meanwhile; the map reopens whole.
+#[test]
+fn sync_mode_makes_writes_durable_for_every_caller() {
+    use dlht::Durability;
+    for every in [Duration::ZERO, Duration::from_millis(1), Duration::from_millis(20)] {
+        let dir = fresh_dir(&format!("sync-{}", every.as_millis()));
+        {
+            let m = FileMap::<u64, u64>::open_with(
+                &dir,
+                OpenOptions::new().durability(Durability::Sync { every }),
+            )
+            .unwrap();
+            std::thread::scope(|s| {
+                for t in 0..4u64 {
+                    let m = &m;
+                    s.spawn(move || {
+                        for i in 0..200u64 {
+                            m.insert(t << 32 | i, i).unwrap();
+                            if i % 20 == 0 {
+                                m.durable().unwrap();
+                            }
+                        }
+                    });
+                }
+            });
+            m.durable().unwrap();
+        }
+        let m = FileMap::<u64, u64>::open(&dir).unwrap();
+        assert_eq!(m.len(), 800, "every {every:?}");
+        assert!((0..4u64).all(|t| (0..200u64).all(|i| m.get(&(t << 32 | i)) == Some(i))));
+        drop(m);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

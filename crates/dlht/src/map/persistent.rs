@@ -56,6 +56,7 @@ impl<K: Inline, V: Inline> Map<K, V, FileHasher> {
         let markers = Markers::for_hash(hash);
         let mut file = opened.file;
         let indexes = file.open_indexes(markers, &hash)?;
+        file.start(options.durability);
         file.opened(started);
         let core =
             Core::persistent(indexes.current, indexes.next, indexes.fallback, std::sync::Arc::new(file));
@@ -67,15 +68,32 @@ impl<K: Inline, V: Inline> Map<K, V, FileHasher> {
 
     /// Write every change so far to disk and wait: after it returns, the
     /// map survives a crash of the machine as it is now, not just one of
-    /// the process.
+    /// the process. One `fdatasync` per file of the map, now, for this
+    /// caller (see [`durable`](Self::durable) for syncs shared by callers).
     pub fn sync(&self) -> Result<(), Error> {
-        let guard = self.core.pin();
-        let idx = self.core.current(&guard);
-        if let Some(next) = idx.next_index() {
-            next.sync()?;
-        }
-        idx.sync()?;
         self.file().sync()
+    }
+
+    /// Wait until every write that returned before this call survives a
+    /// crash of the machine. In [`Durability::Sync`](crate::Durability)
+    /// mode, that is the group sync after this call (one sync for all the
+    /// callers waiting: a group commit); in process mode, a
+    /// [`sync`](Self::sync) now.
+    ///
+    /// ```
+    /// use dlht::{Durability, FileMap, OpenOptions};
+    /// use std::time::Duration;
+    /// let dir = std::env::temp_dir().join(format!("dlht-doc-durable-{}", std::process::id()));
+    /// # let _ = std::fs::remove_dir_all(&dir);
+    /// let every = Duration::from_millis(2);
+    /// let m = FileMap::<u64, u64>::open_with(&dir, OpenOptions::new().durability(Durability::Sync { every })).unwrap();
+    /// m.insert(1, 10).unwrap();
+    /// m.durable().unwrap(); // on disk from here: survives a power loss
+    /// # drop(m);
+    /// # std::fs::remove_dir_all(&dir).unwrap();
+    /// ```
+    pub fn durable(&self) -> Result<(), Error> {
+        self.file().durable()
     }
 
     /// What the open found (a crash or a clean close) and what recovery

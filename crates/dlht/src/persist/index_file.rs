@@ -7,14 +7,53 @@ use crate::error::Error;
 use crate::sync::unmodelled::AtomicBool;
 use crate::sync::Ordering;
 use std::fs::File;
-use std::path::Path;
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, Weak};
+
+/// A persistent map's directory and the files of it that are open, for
+/// syncing them all (`fdatasync`, which on Linux also writes the pages
+/// dirtied through the shared mappings).
+pub struct FileSet {
+    dir: PathBuf,
+    open: Mutex<Vec<Weak<File>>>,
+}
+
+impl FileSet {
+    /// The files of `dir`.
+    pub fn new(dir: &Path) -> Arc<FileSet> {
+        Arc::new(FileSet { dir: dir.to_path_buf(), open: Mutex::new(Vec::new()) })
+    }
+
+    /// The directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Sync `file` with the others from now on, while it is open.
+    pub fn register(&self, file: &Arc<File>) {
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        open.retain(|w| w.strong_count() > 0);
+        open.push(Arc::downgrade(file));
+    }
+
+    /// Write every open file's dirty pages and wait.
+    pub fn sync_all(&self) -> Result<(), Error> {
+        let files: Vec<Arc<File>> =
+            self.open.lock().unwrap_or_else(|e| e.into_inner()).iter().filter_map(Weak::upgrade).collect();
+        for f in files {
+            f.sync_data().map_err(files::io("syncing a map file"))?;
+        }
+        Ok(())
+    }
+}
 
 /// The header of an index's file, and what deletes the file once the index
 /// is no longer the map's.
 pub struct IndexFile {
     header: Mapping,
-    dir: Arc<Path>,
+    /// Kept open for syncing (see [`FileSet`]).
+    _file: Arc<File>,
+    set: Arc<FileSet>,
     generation: u64,
     /// Set when a newer index replaced this one: its file goes with it.
     retired: AtomicBool,
@@ -26,16 +65,23 @@ impl IndexFile {
     /// file's header says `complete` only once it is sized, so a crash
     /// half-way leaves a file the next open deletes.
     pub fn create(
-        dir: &Arc<Path>,
+        set: &Arc<FileSet>,
         generation: u64,
         bins: usize,
         links: usize,
-    ) -> Result<(IndexFile, File), Error> {
+    ) -> Result<(IndexFile, Arc<File>), Error> {
         let bytes = IndexHeader::file_bytes(bins, links).ok_or(Error::CapacityOverflow)?;
-        let path = dir.join(files::index_file_name(generation));
-        let file = files::create_zeroed(&path, bytes)?;
+        let path = set.dir().join(files::index_file_name(generation));
+        let file = Arc::new(files::create_zeroed(&path, bytes)?);
         let header = Mapping::new(&file, 0, PAGE)?;
-        let f = IndexFile { header, dir: dir.clone(), generation, retired: AtomicBool::new(false) };
+        set.register(&file);
+        let f = IndexFile {
+            header,
+            _file: file.clone(),
+            set: set.clone(),
+            generation,
+            retired: AtomicBool::new(false),
+        };
         // SAFETY: the mapping is a zeroed page, at least as large and as
         // aligned as the header (a page), whose fields are all valid zero;
         // no other thread or process can see the new file yet (the
@@ -57,21 +103,29 @@ impl IndexFile {
     /// Open the file of the index of `generation` in `dir` and check its
     /// header: its bins and link buckets.
     pub fn open(
-        dir: &Arc<Path>,
+        set: &Arc<FileSet>,
         generation: u64,
         bin_range: core::ops::RangeInclusive<usize>,
-    ) -> Result<(IndexFile, File, usize, usize), Error> {
-        let path = dir.join(files::index_file_name(generation));
+    ) -> Result<(IndexFile, Arc<File>, usize, usize), Error> {
+        let path = set.dir().join(files::index_file_name(generation));
         let (file, len) = files::open_rw(&path, "opening an index file")?;
         if len < PAGE as u64 {
             return Err(Error::Corrupt { what: "an index file is shorter than its header (truncated)" });
         }
+        let file = Arc::new(file);
         let header = Mapping::new(&file, 0, PAGE)?;
-        let f = IndexFile { header, dir: dir.clone(), generation, retired: AtomicBool::new(false) };
+        let f = IndexFile {
+            header,
+            _file: file.clone(),
+            set: set.clone(),
+            generation,
+            retired: AtomicBool::new(false),
+        };
         if f.header().complete.load(Ordering::Acquire) != 1 {
             return Err(Error::Corrupt { what: "an index file was never completed" });
         }
         let (bins, links) = f.header().check(generation, len, bin_range)?;
+        set.register(&file);
         Ok((f, file, bins, links))
     }
 
@@ -83,9 +137,9 @@ impl IndexFile {
         unsafe { &*(self.header.ptr() as *const IndexHeader) }
     }
 
-    /// The directory the map's files are in.
-    pub fn dir(&self) -> &Arc<Path> {
-        &self.dir
+    /// The map's files.
+    pub fn set(&self) -> &Arc<FileSet> {
+        &self.set
     }
 
     /// Delete the file when the index goes: a newer index replaced it.
@@ -100,7 +154,7 @@ impl Drop for IndexFile {
         if self.retired.load(Ordering::Relaxed) {
             // Best effort: a file left behind is deleted by the next open,
             // which keeps only the generations the map file names.
-            files::remove(&self.dir.join(files::index_file_name(self.generation)));
+            files::remove(&self.set.dir().join(files::index_file_name(self.generation)));
         }
     }
 }

@@ -35,6 +35,7 @@ pub use imp::*;
 #[cfg(not(loom))]
 mod imp {
     use super::files::{self, DirLock, Mapping};
+    use super::index_file::FileSet;
     use super::layout::{
         MapHeader, MapKind, ThreadCell, CLEAN, ENDIAN_CHECK, HASH_CHECK_WORDS, LAYOUT_VERSION,
         MAP_FILE_BYTES, MAP_MAGIC, OPEN, PAGE, THREAD_CELLS,
@@ -45,7 +46,7 @@ mod imp {
     use crate::sync::unmodelled::AtomicUsize;
     use crate::sync::Ordering;
     use std::path::Path;
-    use std::sync::Arc;
+    use std::sync::{Arc, Condvar, Mutex};
     use std::time::{Duration, Instant};
 
     /// What a persistent map guarantees about writes that returned.
@@ -54,10 +55,112 @@ mod imp {
     pub enum Durability {
         /// Every write whose call returned survives a crash of the process
         /// (SIGKILL, an abort, the OOM killer): the page cache holds it.
-        /// A crash of the machine may lose writes not yet written back by
-        /// the kernel (call [`Map::sync`](crate::Map::sync) to force that).
+        /// A crash of the machine may lose writes the kernel has not yet
+        /// written back (within about 30 s by default); call
+        /// [`Map::durable`](crate::Map::durable) (or `sync`) to wait for that.
         #[default]
         Process,
+        /// As `Process`, and a background thread writes the map's files to
+        /// disk (`fdatasync`) every `every` — a group commit: a write
+        /// survives a crash of the machine once the sync after it has
+        /// finished, which [`Map::durable`](crate::Map::durable) waits for
+        /// (every caller waiting shares one sync). `every` zero: no periodic
+        /// sync, one per `durable` call (callers waiting together share it),
+        /// for syncing per batch.
+        Sync {
+            /// The interval between group syncs.
+            every: Duration,
+        },
+    }
+
+    /// Sync mode's background syncer (see [`Durability::Sync`]).
+    struct GroupCommit {
+        shared: Arc<(Mutex<CommitState>, Condvar)>,
+        thread: Option<std::thread::JoinHandle<()>>,
+    }
+
+    #[derive(Default)]
+    struct CommitState {
+        /// Syncs asked for (by `durable` callers), and finished: a sync that
+        /// starts when `asked` is n covers every write returned before the
+        /// n-th ask.
+        asked: u64,
+        done: u64,
+        /// The last sync's failure, reported to the callers that waited on it.
+        failed: Option<Error>,
+        stop: bool,
+    }
+
+    impl GroupCommit {
+        fn start(files: Arc<FileSet>, every: Duration) -> GroupCommit {
+            let shared = Arc::new((Mutex::new(CommitState::default()), Condvar::new()));
+            let s = shared.clone();
+            let thread = std::thread::Builder::new()
+                .name("dlht-sync".into())
+                .spawn(move || {
+                    let (lock, cv) = &*s;
+                    let mut st = lock.lock().unwrap_or_else(|e| e.into_inner());
+                    let mut tick = Instant::now() + every;
+                    loop {
+                        if st.stop {
+                            return;
+                        }
+                        if every.is_zero() {
+                            // Per batch: a sync when asked, for all askers.
+                            if st.asked == st.done {
+                                st = cv.wait(st).unwrap_or_else(|e| e.into_inner());
+                                continue;
+                            }
+                        } else {
+                            // Periodic: askers wait for the next tick.
+                            let now = Instant::now();
+                            if now < tick {
+                                st = cv.wait_timeout(st, tick - now).unwrap_or_else(|e| e.into_inner()).0;
+                                continue;
+                            }
+                            tick = now + every;
+                        }
+                        let covers = st.asked;
+                        drop(st);
+                        let r = files.sync_all();
+                        st = lock.lock().unwrap_or_else(|e| e.into_inner());
+                        st.done = st.done.max(covers);
+                        st.failed = r.err();
+                        cv.notify_all();
+                    }
+                })
+                .ok();
+            GroupCommit { shared, thread }
+        }
+
+        fn wait(&self) -> Result<(), Error> {
+            let (lock, cv) = &*self.shared;
+            let mut st = lock.lock().unwrap_or_else(|e| e.into_inner());
+            if self.thread.is_none() {
+                return Err(Error::Io { what: "starting the sync thread", kind: std::io::ErrorKind::Other });
+            }
+            st.asked += 1;
+            let mine = st.asked;
+            cv.notify_all();
+            while st.done < mine {
+                st = cv.wait(st).unwrap_or_else(|e| e.into_inner());
+            }
+            match st.failed {
+                Some(e) => Err(e),
+                None => Ok(()),
+            }
+        }
+    }
+
+    impl Drop for GroupCommit {
+        fn drop(&mut self) {
+            let (lock, cv) = &*self.shared;
+            lock.lock().unwrap_or_else(|e| e.into_inner()).stop = true;
+            cv.notify_all();
+            if let Some(t) = self.thread.take() {
+                let _ = t.join();
+            }
+        }
     }
 
     /// How to open a persistent map.
@@ -115,8 +218,12 @@ mod imp {
 
     /// A persistent map's directory, open: its lock, its map file's mapping.
     pub struct MapFile {
-        dir: Arc<Path>,
+        dir: Arc<FileSet>,
         map: Mapping,
+        /// The map file, open for syncing.
+        _file: Arc<std::fs::File>,
+        /// Sync mode's group commit (None in process mode).
+        commit: Option<GroupCommit>,
         next_cell: AtomicUsize,
         recovery: Recovery,
         _lock: DirLock,
@@ -159,8 +266,8 @@ mod imp {
         ) -> Result<Opened, Error> {
             let started = Instant::now();
             let lock = DirLock::take(dir)?;
-            let dir: Arc<Path> = Arc::from(dir);
-            let path = dir.join(files::MAP_FILE);
+            let dir = FileSet::new(dir);
+            let path = dir.dir().join(files::MAP_FILE);
             let fresh = !path.exists();
             if fresh {
                 Self::make(&dir, kind, key_bytes, value_bytes, bins)?;
@@ -170,9 +277,13 @@ mod imp {
                 return Err(Error::Corrupt { what: "the map file is shorter than its layout (truncated)" });
             }
             let map = Mapping::new(&file, 0, MAP_FILE_BYTES)?;
+            let file = Arc::new(file);
+            dir.register(&file);
             let mf = MapFile {
                 dir,
                 map,
+                _file: file,
+                commit: None,
                 next_cell: AtomicUsize::new(0),
                 recovery: Recovery {
                     crashed: false,
@@ -195,16 +306,16 @@ mod imp {
         /// is (a crash before leaves no map file, and the next open starts
         /// afresh, deleting what a half-made map left).
         fn make(
-            dir: &Arc<Path>,
+            dir: &Arc<FileSet>,
             kind: MapKind,
             key_bytes: usize,
             value_bytes: usize,
             bins: usize,
         ) -> Result<(), Error> {
-            for old in files::index_generations(dir)? {
-                files::remove(&dir.join(files::index_file_name(old)));
+            for old in files::index_generations(dir.dir())? {
+                files::remove(&dir.dir().join(files::index_file_name(old)));
             }
-            let tmp = dir.join("map.dlht.tmp");
+            let tmp = dir.dir().join("map.dlht.tmp");
             let file = files::create_zeroed(&tmp, MAP_FILE_BYTES)?;
             {
                 let m = Mapping::new(&file, 0, PAGE)?;
@@ -229,8 +340,9 @@ mod imp {
                 h.state.store(CLEAN, Ordering::Relaxed);
                 m.sync()?;
             }
-            std::fs::rename(&tmp, dir.join(files::MAP_FILE)).map_err(files::io("naming the new map file"))?;
-            files::sync_dir(dir)
+            std::fs::rename(&tmp, dir.dir().join(files::MAP_FILE))
+                .map_err(files::io("naming the new map file"))?;
+            files::sync_dir(dir.dir())
         }
 
         /// The map file's header.
@@ -286,7 +398,7 @@ mod imp {
             let this = &*self;
             let h = this.header();
             let g = h.generation.load(Ordering::Relaxed);
-            let gens = files::index_generations(&this.dir)?;
+            let gens = files::index_generations(this.dir.dir())?;
             if !gens.contains(&g) {
                 return Err(Error::Corrupt { what: "the current index file is missing" });
             }
@@ -327,9 +439,9 @@ mod imp {
                 c.moving_slot.store(0, Ordering::Relaxed);
             }
             let keep = [Some(&current), next.as_ref(), fallback.as_ref()].map(|i| i.map(|i| i.generation));
-            for old in files::index_generations(&this.dir)? {
+            for old in files::index_generations(this.dir.dir())? {
                 if !keep.contains(&Some(old)) {
-                    files::remove(&this.dir.join(files::index_file_name(old)));
+                    files::remove(&this.dir.dir().join(files::index_file_name(old)));
                 }
             }
             let len =
@@ -364,9 +476,27 @@ mod imp {
             self.header().generation.store(generation, Ordering::Relaxed);
         }
 
-        /// Write every dirty page of the map file to disk.
+        /// Write every dirty page of the map's files to disk, and wait.
         pub fn sync(&self) -> Result<(), Error> {
-            self.map.sync()
+            self.dir.sync_all()
+        }
+
+        /// Start sync mode's group commit for `durability` (nothing for
+        /// process mode).
+        pub fn start(&mut self, durability: Durability) {
+            if let Durability::Sync { every } = durability {
+                self.commit = Some(GroupCommit::start(self.dir.clone(), every));
+            }
+        }
+
+        /// Wait until every write that returned before this call is on disk:
+        /// in sync mode, until the group sync that follows it (one sync for
+        /// every caller waiting); in process mode, sync now.
+        pub fn durable(&self) -> Result<(), Error> {
+            match &self.commit {
+                Some(c) => c.wait(),
+                None => self.sync(),
+            }
         }
 
         /// The map is being closed with no operation under way and no

@@ -8,14 +8,14 @@ use super::markers::Markers;
 use super::threading::{fetch_add, Shared, Threading};
 use crate::error::Error;
 #[cfg(not(loom))]
-use crate::persist::index_file::IndexFile;
+use crate::persist::index_file::{FileSet, IndexFile};
 #[cfg(not(loom))]
 use crate::persist::layout::IndexHeader;
 use crate::sync::{unmodelled, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use core::marker::PhantomData;
 use crossbeam_utils::CachePadded;
 #[cfg(not(loom))]
-use std::{path::Path, sync::Arc};
+use std::sync::Arc;
 
 /// Fewest bins an index has: two, so both bin parities exist (see markers).
 pub const MIN_BINS: usize = 2;
@@ -235,7 +235,7 @@ impl Index {
     /// map's; see `persist`).
     #[cfg(not(loom))]
     pub fn create_in(
-        dir: &Arc<Path>,
+        dir: &Arc<FileSet>,
         bins: usize,
         markers: Markers,
         generation: u64,
@@ -247,7 +247,7 @@ impl Index {
 
     /// The index of `generation` from its file in `dir`, as it was left.
     #[cfg(not(loom))]
-    pub fn open_in(dir: &Arc<Path>, markers: Markers, generation: u64) -> Result<Index, Error> {
+    pub fn open_in(dir: &Arc<FileSet>, markers: Markers, generation: u64) -> Result<Index, Error> {
         let (f, file, bins, links) = IndexFile::open(dir, generation, MIN_BINS..=MAX_BINS)?;
         if links != Self::check_size(bins)? {
             return Err(Error::Corrupt { what: "an index file reserves another number of link buckets" });
@@ -285,7 +285,7 @@ impl Index {
     pub fn new_like(&self, bins: usize, generation: u64) -> Result<Index, Error> {
         #[cfg(not(loom))]
         if let Some(f) = &self.file {
-            return Self::create_in(f.dir(), bins, self.markers, generation);
+            return Self::create_in(f.set(), bins, self.markers, generation);
         }
         Self::new(bins, self.markers, generation)
     }
