@@ -67,6 +67,12 @@ pub enum Error {
     /// Another process (or another map of this one) has the persistent map
     /// open: a directory is opened by one map at a time.
     Locked,
+    /// A persistent map holds as many shadow inserts as its file has room
+    /// to record (each until it commits or aborts).
+    ShadowLimit {
+        /// The most a map holds at once.
+        limit: usize,
+    },
 }
 
 impl fmt::Display for Error {
@@ -91,6 +97,9 @@ impl fmt::Display for Error {
             Error::Corrupt { what } => write!(f, "not a valid dlht map file: {what}"),
             Error::Incompatible { what } => write!(f, "a dlht map file of another kind: {what}"),
             Error::Locked => write!(f, "the map directory is open in another map or process"),
+            Error::ShadowLimit { limit } => {
+                write!(f, "a persistent map holds at most {limit} shadow inserts at once")
+            }
             Error::BinOverflow => write!(
                 f,
                 "more than 15 keys share one bin even at the largest index size; the hash function does not separate them"

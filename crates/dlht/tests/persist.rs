@@ -226,12 +226,19 @@ enum Op {
     Remove(u64),
     FetchAdd(u64, u64),
     Put(u64, u64),
+    /// A shadow insert, committed (true) or aborted.
+    Shadow(u64, u64, bool),
 }
 
 impl Op {
     fn key(self) -> u64 {
         match self {
-            Op::Insert(k, _) | Op::Upsert(k, _) | Op::Remove(k) | Op::FetchAdd(k, _) | Op::Put(k, _) => k,
+            Op::Insert(k, _)
+            | Op::Upsert(k, _)
+            | Op::Remove(k)
+            | Op::FetchAdd(k, _)
+            | Op::Put(k, _)
+            | Op::Shadow(k, _, _) => k,
         }
     }
 
@@ -256,6 +263,11 @@ impl Op {
                     *x = v;
                 }
             }
+            Op::Shadow(k, v, commit) => {
+                if commit {
+                    m.entry(k).or_insert(v);
+                }
+            }
         }
     }
 
@@ -275,6 +287,15 @@ impl Op {
             }
             Op::Put(k, v) => {
                 m.put(k, v);
+            }
+            Op::Shadow(k, v, commit) => {
+                if let Ok(held) = m.shadow_insert(k, v) {
+                    if commit {
+                        held.commit();
+                    } else {
+                        held.abort();
+                    }
+                }
             }
         }
     }
@@ -299,14 +320,71 @@ fn ops(seed: u64, t: u64, keys: u64) -> impl Iterator<Item = Op> {
         let r = splitmix(&mut s);
         let k = t + THREADS * ((r >> 8) % keys);
         let v = splitmix(&mut s) >> 1;
-        Some(match r % 10 {
+        Some(match r % 12 {
             0..=3 => Op::Insert(k, v),
             4 | 5 => Op::Upsert(k, v),
             6 | 7 => Op::Remove(k),
             8 => Op::FetchAdd(k, v & 0xff),
-            _ => Op::Put(k, v),
+            9 => Op::Put(k, v),
+            10 => Op::Shadow(k, v, true),
+            _ => Op::Shadow(k, v, false),
         })
     })
+}
+
+/// A child for the shadow test: hold shadow inserts of keys 0..100 while
+/// writing other keys (each write names its own bin in the thread's cell),
+/// say so, and wait to be killed.
+#[test]
+fn shadow_child() {
+    let Ok(dir) = std::env::var("DLHT_SHADOW_CHILD") else { return };
+    let m = FileMap::<u64, u64>::open(&dir).unwrap();
+    let held: Vec<_> = (0..100u64).map(|k| m.shadow_insert(k, k).unwrap()).collect();
+    for k in 1000..2000u64 {
+        m.insert(k, k).unwrap();
+    }
+    println!("\nholding");
+    std::thread::sleep(Duration::from_secs(60));
+    drop(held);
+}
+
+/// Shadow inserts a process held when it died (their transactions died
+/// with it) are aborted on reopen: absent, and their keys insertable — an
+/// insert waits on a held key, so one left held would wait forever.
+#[test]
+fn a_shadow_insert_held_by_a_dead_process_is_aborted() {
+    let dir = fresh_dir("shadow");
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "shadow_child", "--nocapture", "--test-threads=1"])
+        .env("DLHT_SHADOW_CHILD", &dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let out = BufReader::new(child.stdout.take().unwrap());
+    assert!(out.lines().any(|l| l.is_ok_and(|l| l.contains("holding"))), "the child did not hold its keys");
+    // SAFETY: sending SIGKILL to our own child, not yet waited for.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGKILL) };
+    let _ = child.wait();
+    let m = std::sync::Arc::new(FileMap::<u64, u64>::open(&dir).unwrap());
+    assert!(m.recovery().crashed);
+    assert_eq!(m.len(), 1000);
+    assert!((0..100u64).all(|k| m.get(&k).is_none()), "a shadow insert is visible");
+    let (m2, (tx, rx)) = (m.clone(), std::sync::mpsc::channel());
+    let h = std::thread::spawn(move || {
+        for k in 0..100u64 {
+            m2.insert(k, k + 1).unwrap();
+        }
+        let _ = tx.send(());
+    });
+    assert!(
+        rx.recv_timeout(Duration::from_secs(10)).is_ok(),
+        "an insert of a key a dead process held waits forever"
+    );
+    h.join().unwrap();
+    assert!((0..100u64).all(|k| m.get(&k) == Some(k + 1)));
+    drop(m);
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// The child: open the map and write until killed, acknowledging each

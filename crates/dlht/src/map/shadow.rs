@@ -38,6 +38,8 @@ pub struct ShadowInsert<'m, K: Inline, V: Inline, S: BuildHasher> {
     hash: u64,
     /// False once committed or aborted.
     held: bool,
+    /// Its cell in a persistent map's file (`persist`).
+    cell: Option<usize>,
 }
 
 impl<'m, K: Inline, V: Inline, S: BuildHasher> ShadowInsert<'m, K, V, S> {
@@ -50,6 +52,7 @@ impl<'m, K: Inline, V: Inline, S: BuildHasher> ShadowInsert<'m, K, V, S> {
     pub fn commit(mut self) {
         self.held = false;
         driver::commit(self.map, self.hash, self.key, self.value);
+        self.map.release_shadow_cell(self.cell);
     }
 
     /// Give the key up: nothing was ever visible.
@@ -60,6 +63,7 @@ impl<'m, K: Inline, V: Inline, S: BuildHasher> ShadowInsert<'m, K, V, S> {
 
     fn release(&self) {
         driver::abort(self.map, self.hash, self.key);
+        self.map.release_shadow_cell(self.cell);
     }
 }
 
@@ -100,13 +104,48 @@ impl<K: Inline, V: Inline, S: BuildHasher> Map<K, V, S> {
     /// Like [`shadow_insert`](Self::shadow_insert), with a failure to grow
     /// the index as an error (the map unchanged).
     pub fn try_shadow_insert(&self, key: K, value: V) -> Result<Shadowing<'_, K, V, S>, Error> {
-        let (k, hash, inserted) = driver::shadow_insert(self, &key)?;
+        // A persistent map records the key before it is claimed, so that
+        // recovery aborts it if the process dies holding it.
+        #[cfg(not(loom))]
+        let cell = match self.core.persist() {
+            Some(p) => {
+                let k = key.into_word();
+                Some(p.hold_shadow(k, crate::driver::Front::hash_word(self, k))?)
+            }
+            None => None,
+        };
+        #[cfg(loom)]
+        let cell = None;
+        let (k, hash, inserted) = match driver::shadow_insert(self, &key) {
+            Ok(r) => r,
+            Err(e) => {
+                self.release_shadow_cell(cell);
+                return Err(e);
+            }
+        };
         Ok(match inserted {
             Inserted::New => {
-                Ok(ShadowInsert { map: self, key: k, value: value.into_word(), hash, held: true })
+                Ok(ShadowInsert { map: self, key: k, value: value.into_word(), hash, held: true, cell })
             }
-            Inserted::Exists(v) => Err(ShadowRefused::Present(V::from_word(v))),
-            Inserted::Shadowed => Err(ShadowRefused::Shadowed),
+            Inserted::Exists(v) => {
+                self.release_shadow_cell(cell);
+                Err(ShadowRefused::Present(V::from_word(v)))
+            }
+            Inserted::Shadowed => {
+                self.release_shadow_cell(cell);
+                Err(ShadowRefused::Shadowed)
+            }
         })
+    }
+
+    /// A shadow insert of this (persistent) map that held file cell `cell`
+    /// has committed or aborted, or never took its key.
+    fn release_shadow_cell(&self, cell: Option<usize>) {
+        #[cfg(not(loom))]
+        if let (Some(i), Some(p)) = (cell, self.core.persist()) {
+            p.release_shadow(i);
+        }
+        #[cfg(loom)]
+        let _ = cell;
     }
 }

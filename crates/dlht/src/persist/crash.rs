@@ -19,6 +19,8 @@ pub enum CrashPoint {
     RemoveKilled,
     /// Put P4: the value is swapped in.
     PutSwapped,
+    /// Shadow commit S2: the slot is Valid, its value not yet published.
+    ShadowCommitting,
     /// Link allocation: link buckets handed out, not yet chained.
     LinkClaimed,
     /// Transfer T1: the bin is claimed (InTransfer).
@@ -40,12 +42,13 @@ pub enum CrashPoint {
 #[cfg_attr(not(any(feature = "crash-points", feature = "internals")), allow(dead_code))]
 impl CrashPoint {
     /// Every point, in protocol order.
-    pub const ALL: [CrashPoint; 13] = [
+    pub const ALL: [CrashPoint; 14] = [
         CrashPoint::InsertClaimed,
         CrashPoint::InsertCommitted,
         CrashPoint::InsertPublished,
         CrashPoint::RemoveKilled,
         CrashPoint::PutSwapped,
+        CrashPoint::ShadowCommitting,
         CrashPoint::LinkClaimed,
         CrashPoint::TransferClaimed,
         CrashPoint::TransferKilled,
@@ -64,6 +67,7 @@ impl CrashPoint {
             CrashPoint::InsertPublished => "insert-published",
             CrashPoint::RemoveKilled => "remove-killed",
             CrashPoint::PutSwapped => "put-swapped",
+            CrashPoint::ShadowCommitting => "shadow-committing",
             CrashPoint::LinkClaimed => "link-claimed",
             CrashPoint::TransferClaimed => "transfer-claimed",
             CrashPoint::TransferKilled => "transfer-killed",

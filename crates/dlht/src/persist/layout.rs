@@ -4,7 +4,7 @@
 //! [`IndexHeader::check`] before any bin is read.
 //!
 //! ```text
-//! DIR/map.dlht        | MapHeader (page 0) | ThreadCell × THREAD_CELLS (pages 1..) |
+//! DIR/map.dlht        | MapHeader (page 0) | ThreadCell × THREAD_CELLS | ShadowCell × SHADOW_CELLS |
 //! DIR/index.<G>.dlht  | IndexHeader (page 0) | bins × 64 B | link buckets × 64 B (sparse) |
 //! DIR/lock            | empty: flock(2) held by the process that has the map open |
 //! ```
@@ -34,8 +34,45 @@ pub const ENDIAN_CHECK: u32 = 0x0102_0304;
 /// while its thread record lives; records are reused when threads exit).
 pub const THREAD_CELLS: usize = 1024;
 
+/// Shadow inserts a persistent map holds at once, at most (each has a cell
+/// naming its key until it commits or aborts).
+pub const SHADOW_CELLS: usize = 4096;
+
+/// Offset of the shadow cells in the map file.
+pub const SHADOW_CELLS_OFFSET: usize = PAGE + THREAD_CELLS * size_of::<ThreadCell>();
+
 /// Bytes of the map file.
-pub const MAP_FILE_BYTES: usize = PAGE + THREAD_CELLS * size_of::<ThreadCell>();
+pub const MAP_FILE_BYTES: usize = SHADOW_CELLS_OFFSET + SHADOW_CELLS * size_of::<ShadowCell>();
+
+/// A shadow insert held (paper §3.2.2): its key's word and hash, from before
+/// the key is claimed until its commit or abort has returned, so that
+/// recovery can abort it (its transaction died with the process) wherever
+/// resizes have moved it. All zero when free; `hash` is stored last and
+/// cleared first, so a cell with a hash is whole.
+#[repr(C, align(16))]
+#[derive(Default)]
+pub struct ShadowCell {
+    /// The key's word.
+    pub key: AtomicU64,
+    /// The key's hash, with bit 0 forced to 1 ([`ShadowCell::tag`]) so that
+    /// a held cell is never zero.
+    pub hash: AtomicU64,
+}
+
+impl ShadowCell {
+    /// The stored form of a hash: shifted left by one with bit 0 set, so
+    /// that a held cell is never zero. The top bit is lost: bins are chosen
+    /// by a hash's low bits (29 at most), which [`ShadowCell::untag`] gives
+    /// back.
+    pub fn tag(hash: u64) -> u64 {
+        hash << 1 | 1
+    }
+
+    /// The hash's low 63 bits, which select its bin in any index.
+    pub fn untag(w: u64) -> u64 {
+        w >> 1
+    }
+}
 
 /// What kind of map a file holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -338,7 +375,12 @@ mod tests {
     #[test]
     fn sizes_and_offsets() {
         assert_eq!(size_of::<ThreadCell>(), 64);
-        assert_eq!(MAP_FILE_BYTES, 4096 + 64 * 1024);
+        assert_eq!(MAP_FILE_BYTES, 4096 + 64 * 1024 + 16 * 4096);
+        assert_eq!(SHADOW_CELLS_OFFSET % 16, 0);
+        for h in [0u64, 1, u64::MAX, 0x8000_0000_0000_0001] {
+            let w = ShadowCell::tag(h);
+            assert!(w != 0 && ShadowCell::untag(w) & ((1 << 29) - 1) == h & ((1 << 29) - 1));
+        }
         assert_eq!(IndexHeader::links_offset(2), Some(8192));
         assert_eq!(IndexHeader::links_offset(64), Some(8192));
         assert_eq!(IndexHeader::links_offset(65), Some(12288));

@@ -37,8 +37,8 @@ mod imp {
     use super::files::{self, DirLock, Mapping};
     use super::index_file::FileSet;
     use super::layout::{
-        MapHeader, MapKind, ThreadCell, CLEAN, ENDIAN_CHECK, HASH_CHECK_WORDS, LAYOUT_VERSION,
-        MAP_FILE_BYTES, MAP_MAGIC, OPEN, PAGE, THREAD_CELLS,
+        MapHeader, MapKind, ShadowCell, ThreadCell, CLEAN, ENDIAN_CHECK, HASH_CHECK_WORDS, LAYOUT_VERSION,
+        MAP_FILE_BYTES, MAP_MAGIC, OPEN, PAGE, SHADOW_CELLS, SHADOW_CELLS_OFFSET, THREAD_CELLS,
     };
     use crate::error::Error;
     use crate::raw::index::Index;
@@ -224,6 +224,8 @@ mod imp {
         _file: Arc<std::fs::File>,
         /// Sync mode's group commit (None in process mode).
         commit: Option<GroupCommit>,
+        /// The free shadow cells.
+        free_shadows: Mutex<Vec<usize>>,
         next_cell: AtomicUsize,
         recovery: Recovery,
         _lock: DirLock,
@@ -284,6 +286,7 @@ mod imp {
                 map,
                 _file: file,
                 commit: None,
+                free_shadows: Mutex::new((0..SHADOW_CELLS).rev().collect()),
                 next_cell: AtomicUsize::new(0),
                 recovery: Recovery {
                     crashed: false,
@@ -362,6 +365,39 @@ mod imp {
             }
         }
 
+        /// The shadow cells.
+        pub fn shadow_cells(&self) -> &[ShadowCell] {
+            // SAFETY: the mapping holds SHADOW_CELLS cells at their offset
+            // (MAP_FILE_BYTES), 16-aligned; cells are atomics only.
+            unsafe {
+                core::slice::from_raw_parts(
+                    self.map.ptr().add(SHADOW_CELLS_OFFSET) as *const ShadowCell,
+                    SHADOW_CELLS,
+                )
+            }
+        }
+
+        /// Record a shadow insert of the key with word `key` and hash `hash`
+        /// before it claims its slot: the cell's number, for
+        /// [`release_shadow`](Self::release_shadow).
+        pub fn hold_shadow(&self, key: u64, hash: u64) -> Result<usize, Error> {
+            let i = self.free_shadows.lock().unwrap_or_else(|e| e.into_inner()).pop();
+            let i = i.ok_or(Error::ShadowLimit { limit: SHADOW_CELLS })?;
+            let c = &self.shadow_cells()[i];
+            // Relaxed: the shadow insert's CASes that follow are releases,
+            // and a crash keeps every store before them.
+            c.key.store(key, Ordering::Relaxed);
+            c.hash.store(ShadowCell::tag(hash), Ordering::Relaxed);
+            Ok(i)
+        }
+
+        /// The shadow insert of cell `i` has committed or aborted.
+        pub fn release_shadow(&self, i: usize) {
+            // Relaxed: the commit's or abort's CAS came first.
+            self.shadow_cells()[i].hash.store(0, Ordering::Relaxed);
+            self.free_shadows.lock().unwrap_or_else(|e| e.into_inner()).push(i);
+        }
+
         /// The cell of the thread whose record keeps its number in `slot`
         /// (0: none yet; a number is handed out once per record, and records
         /// outlive their threads, so at most as many cells are used as
@@ -431,12 +467,22 @@ mod imp {
             let crashed = h.state.load(Ordering::Relaxed) == OPEN;
             let mut report = super::recover::Report::default();
             if crashed {
-                report = super::recover::run(this.cells(), &current, next.as_ref(), fallback.as_ref(), hash);
+                report = super::recover::run(
+                    this.cells(),
+                    this.shadow_cells(),
+                    &current,
+                    next.as_ref(),
+                    fallback.as_ref(),
+                    hash,
+                );
                 h.recoveries.fetch_add(1, Ordering::Relaxed);
             }
             for c in this.cells() {
                 c.intent.store(0, Ordering::Relaxed);
                 c.moving_slot.store(0, Ordering::Relaxed);
+            }
+            for c in this.shadow_cells() {
+                c.hash.store(0, Ordering::Relaxed);
             }
             let keep = [Some(&current), next.as_ref(), fallback.as_ref()].map(|i| i.map(|i| i.generation));
             for old in files::index_generations(this.dir.dir())? {

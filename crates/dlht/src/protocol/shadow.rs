@@ -105,7 +105,9 @@ pub fn commit<T: Threading>(bin: &BinRef<'_, T>, key: u64, value: u64) -> Step<(
             return Step::Moved;
         };
         if state == SlotState::Shadow {
-            let _ = bin.cas_header(h, h.with_slot(i, SlotState::Valid)); // S2 (else retry)
+            if bin.cas_header(h, h.with_slot(i, SlotState::Valid)).is_ok() {
+                crate::persist::crash::at(crate::persist::crash::CrashPoint::ShadowCommitting);
+            } // S2 (else retry)
         } else if bin.dwcas(bin.slot(&mut None, i), (bin.shadow(), key), (key, value)).is_ok() {
             return Step::Done(()); // S3
         }
