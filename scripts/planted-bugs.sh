@@ -75,6 +75,7 @@ recover_no_moving persist every_crash_point_is_recovered
 recover_no_clean persist every_crash_point_is_recovered
 transfer_kills_dead persist every_crash_point_is_recovered
 recover_no_shadows persist a_shadow_insert_held_by_a_dead_process_is_aborted
+freeze_kills_dead persist every_crash_point_is_recovered
 PLANTS
 
 # Plants caught by a unit test of the library (outside loom: they need a

@@ -399,6 +399,15 @@ fn crash_child() {
     let keys: u64 = parts.next().unwrap().parse().unwrap();
     let m = FileMap::<u64, u64>::open(&dir).unwrap();
     std::thread::scope(|s| {
+        // A seed with bit 2 set also takes snapshots, every 2 ms, so kills
+        // land in them (every bin frozen, then thawed).
+        if seed & 4 != 0 {
+            let m = &m;
+            s.spawn(move || loop {
+                let _ = m.snapshot();
+                std::thread::sleep(Duration::from_millis(2));
+            });
+        }
         for t in 0..THREADS {
             let m = &m;
             s.spawn(move || {
@@ -613,7 +622,9 @@ fn every_crash_point_is_recovered() {
             // `ops`), so that shrinks pass the point too; merges always do.
             let moves = ["transfer", "resize", "link", "merge"].iter().any(|s| p.name().starts_with(s));
             let fill_drain = p.name().starts_with("merge") || (round == 1 && moves);
-            let run_seed = splitmix(&mut seed) & !3 | if fill_drain { 0 } else { 1 };
+            let snapshots = p.name().starts_with("snapshot");
+            let run_seed =
+                splitmix(&mut seed) & !7 | if fill_drain { 0 } else { 1 } | if snapshots { 4 } else { 0 };
             let keys = if fill_drain { 4_000 } else { 20_000 };
             let spec = format!("{}:{nth}", p.name());
             let (mut child, reader) =
@@ -641,6 +652,9 @@ fn every_crash_point_is_recovered() {
                 .unwrap_or_else(|| panic!("{spec}: the map was not made"));
             if p.name().starts_with("merge") {
                 assert!(r.shrink_resumed && r.transfers_finished > 0, "{spec}: no shrink recovered ({r:?})");
+            }
+            if snapshots {
+                assert!(r.snapshot_thawed > 0, "{spec}: no snapshot thawed ({r:?})");
             }
             if p.name().starts_with("transfer") {
                 assert!(r.transfers_finished > 0, "{spec}: no transfer recovered ({r:?})");

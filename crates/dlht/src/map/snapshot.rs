@@ -13,6 +13,10 @@
 
 use super::Map;
 use crate::driver::Front;
+#[cfg(not(loom))]
+use crate::persist::snapshot_log::SnapshotLog;
+#[cfg(not(loom))]
+use crate::protocol::freeze::freeze_noting;
 use crate::protocol::freeze::{freeze, thaw, Killed};
 use crate::resize;
 use crate::word::Inline;
@@ -37,12 +41,44 @@ impl<K: Inline, V: Inline, S: BuildHasher> Map<K, V, S> {
     /// assert_eq!(s, (0..10).map(|k| (k, k * k)).collect::<Vec<_>>());
     /// ```
     pub fn snapshot(&self) -> Vec<(K, V)> {
+        match self.try_snapshot() {
+            Ok(s) => s,
+            Err(e) => panic!("dlht: {e}"),
+        }
+    }
+
+    /// Like [`snapshot`](Self::snapshot), with a persistent map's failure to
+    /// write its snapshot log (see `persist::snapshot_log`) as an error; an
+    /// in-memory map never fails.
+    pub fn try_snapshot(&self) -> Result<Vec<(K, V)>, crate::Error> {
         let guard = self.core.pin();
         let hash = |w| self.hash_word(w);
         let idx = resize::hold_for_snapshot(&self.core, &guard, &hash);
+        // A persistent map logs each pair before killing it.
+        #[cfg(not(loom))]
+        let mut log = match self.core.persist() {
+            Some(p) => match SnapshotLog::create(p.files(), idx) {
+                Ok(l) => Some(l),
+                Err(e) => {
+                    resize::release_snapshot(idx);
+                    return Err(e);
+                }
+            },
+            None => None,
+        };
         let mut killed: Vec<Killed> = Vec::with_capacity(self.len());
         for b in 0..idx.bins() {
             let from = killed.len();
+            #[cfg(not(loom))]
+            match &mut log {
+                Some(l) => {
+                    l.freezing(b);
+                    freeze_noting(&idx.bin(b), &mut killed, &mut |e| l.note(e));
+                    crate::persist::crash::at(crate::persist::crash::CrashPoint::SnapshotFreezing);
+                }
+                None => freeze(&idx.bin(b), &mut killed),
+            }
+            #[cfg(loom)]
             freeze(&idx.bin(b), &mut killed);
             // Planted bug (scripts/planted-bugs.sh): thaw each bin at once,
             // so the bins are read at different instants.
@@ -52,7 +88,7 @@ impl<K: Inline, V: Inline, S: BuildHasher> Map<K, V, S> {
         }
         if cfg!(dlht_plant = "snapshot_thaw_early") {
             resize::release_snapshot(idx);
-            return killed.into_iter().map(|(_, _, k, v)| (K::from_word(k), V::from_word(v))).collect();
+            return Ok(killed.into_iter().map(|(_, _, k, v)| (K::from_word(k), V::from_word(v))).collect());
         }
         // Every bin is frozen: this is the snapshot's instant.
         let mut rest = &killed[..];
@@ -61,8 +97,12 @@ impl<K: Inline, V: Inline, S: BuildHasher> Map<K, V, S> {
             thaw(&idx.bin(b), &rest[..n]);
             rest = &rest[n..];
         }
+        #[cfg(not(loom))]
+        if let Some(l) = log {
+            l.finish();
+        }
         resize::release_snapshot(idx);
         drop(guard);
-        killed.into_iter().map(|(_, _, k, v)| (K::from_word(k), V::from_word(v))).collect()
+        Ok(killed.into_iter().map(|(_, _, k, v)| (K::from_word(k), V::from_word(v))).collect())
     }
 }

@@ -23,6 +23,8 @@ pub enum CrashPoint {
     ShadowCommitting,
     /// Link allocation: link buckets handed out, not yet chained.
     LinkClaimed,
+    /// Snapshot: a bin is frozen (its pairs killed and logged).
+    SnapshotFreezing,
     /// Transfer T1: the bin is claimed (InTransfer).
     TransferClaimed,
     /// Transfer T2: a slot is killed as moved, its pair not yet placed.
@@ -42,7 +44,7 @@ pub enum CrashPoint {
 #[cfg_attr(not(any(feature = "crash-points", feature = "internals")), allow(dead_code))]
 impl CrashPoint {
     /// Every point, in protocol order.
-    pub const ALL: [CrashPoint; 14] = [
+    pub const ALL: [CrashPoint; 15] = [
         CrashPoint::InsertClaimed,
         CrashPoint::InsertCommitted,
         CrashPoint::InsertPublished,
@@ -50,6 +52,7 @@ impl CrashPoint {
         CrashPoint::PutSwapped,
         CrashPoint::ShadowCommitting,
         CrashPoint::LinkClaimed,
+        CrashPoint::SnapshotFreezing,
         CrashPoint::TransferClaimed,
         CrashPoint::TransferKilled,
         CrashPoint::TransferPlaced,
@@ -69,6 +72,7 @@ impl CrashPoint {
             CrashPoint::PutSwapped => "put-swapped",
             CrashPoint::ShadowCommitting => "shadow-committing",
             CrashPoint::LinkClaimed => "link-claimed",
+            CrashPoint::SnapshotFreezing => "snapshot-freezing",
             CrashPoint::TransferClaimed => "transfer-claimed",
             CrashPoint::TransferKilled => "transfer-killed",
             CrashPoint::TransferPlaced => "transfer-placed",

@@ -364,8 +364,47 @@ impl Moving {
     }
 }
 
+/// First bytes of a snapshot log.
+pub const SNAPSHOT_MAGIC: [u8; 8] = *b"DLHT-SNP";
+
+/// Page 0 of a snapshot log (`DIR/snapshot.dlht`), which a persistent map's
+/// snapshot writes while it holds bins frozen, so that recovery can thaw
+/// them if the process dies (see `Map::snapshot`).
+#[repr(C)]
+pub struct SnapshotHeader {
+    /// [`SNAPSHOT_MAGIC`].
+    pub magic: [u8; 8],
+    /// [`LAYOUT_VERSION`].
+    pub layout_version: u32,
+    /// [`ENDIAN_CHECK`].
+    pub endian: u32,
+    /// The generation of the index the snapshot holds.
+    pub generation: u64,
+    /// Entries the log has room for.
+    pub capacity: u64,
+    /// Bins `0..frozen` may be frozen (raised before each bin's freeze).
+    pub frozen: AtomicU64,
+    /// Entries written (raised after an entry is whole, before its kill).
+    pub entries: AtomicU64,
+}
+
+/// A pair a snapshot is killing: recovery writes it back if its slot holds
+/// `(moved, key)`.
+#[repr(C, align(32))]
+#[derive(Default)]
+pub struct SnapshotEntry {
+    /// `bin << 8 | slot`.
+    pub place: AtomicU64,
+    /// The key's word.
+    pub key: AtomicU64,
+    /// The value's word.
+    pub value: AtomicU64,
+    _pad: u64,
+}
+
 const _: () = assert!(size_of::<MapHeader>() <= PAGE);
 const _: () = assert!(size_of::<IndexHeader>() <= PAGE);
+const _: () = assert!(size_of::<SnapshotHeader>() <= PAGE && size_of::<SnapshotEntry>() == 32);
 const _: () = assert!(size_of::<ThreadCell>() == 64 && align_of::<ThreadCell>() == 64);
 
 #[cfg(test)]

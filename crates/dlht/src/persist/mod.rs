@@ -28,6 +28,8 @@ pub mod index_file;
 pub mod layout;
 #[cfg(not(loom))]
 mod recover;
+#[cfg(not(loom))]
+pub mod snapshot_log;
 
 #[cfg(not(loom))]
 pub use imp::*;
@@ -212,6 +214,8 @@ mod imp {
         pub resize_resumed: bool,
         /// That resize is a shrink.
         pub shrink_resumed: bool,
+        /// Bins a snapshot under way had frozen, thawed.
+        pub snapshot_thawed: usize,
         /// Time from the start of `open` to a map ready to serve.
         pub open_time: Duration,
     }
@@ -295,6 +299,7 @@ mod imp {
                     transfers_finished: 0,
                     resize_resumed: false,
                     shrink_resumed: false,
+                    snapshot_thawed: 0,
                     open_time: started.elapsed(),
                 },
                 _lock: lock,
@@ -466,7 +471,11 @@ mod imp {
             // Everything checks out: from here the directory is changed.
             let crashed = h.state.load(Ordering::Relaxed) == OPEN;
             let mut report = super::recover::Report::default();
+            let mut thawed = 0;
             if crashed {
+                // A snapshot first: it held the index (no resize), and the
+                // bins it thaws may hold what dead operations left.
+                thawed = super::snapshot_log::recover(&this.dir, &current);
                 report = super::recover::run(
                     this.cells(),
                     this.shadow_cells(),
@@ -498,6 +507,7 @@ mod imp {
             r.crashed = crashed;
             r.resize_resumed = next.is_some();
             r.shrink_resumed = fallback.is_some();
+            r.snapshot_thawed = thawed;
             r.bins_visited = report.bins_visited;
             r.slots_freed = report.slots_freed;
             r.transfers_finished = report.transfers_finished;
@@ -520,6 +530,11 @@ mod imp {
             // deleted only after this (its bins are all DoneTransfer, so a
             // crash before this store finds a grow with nothing left to do).
             self.header().generation.store(generation, Ordering::Relaxed);
+        }
+
+        /// The map's files.
+        pub fn files(&self) -> &Arc<FileSet> {
+            &self.dir
         }
 
         /// Write every dirty page of the map's files to disk, and wait.

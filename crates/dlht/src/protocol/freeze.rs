@@ -4,7 +4,7 @@
 //!    no header CAS succeeds and every operation that reads the header waits
 //!    (`settle`). F2 for each Valid slot: wait until a pending insert (or a
 //!    commit under way) has published — it needs nothing from us — then CAS
-//!    the slot from `(k, v)` to `(dead, v)`, retrying with what a racing put
+//!    the slot from `(k, v)` to `(moved, k)`, retrying with what a racing put
 //!    or remove left; a put or remove that read the slot earlier now fails
 //!    its CAS and restarts into the wait. The pairs killed are the bin's
 //!    contents, recorded.
@@ -30,6 +30,15 @@ pub type Killed = (u32, u8, u64, u64);
 /// `out`. No resize may run on the bin's index (the caller holds it, see
 /// `resize::hold_for_snapshot`).
 pub fn freeze<T: Threading>(bin: &BinRef<'_, T>, out: &mut Vec<Killed>) {
+    freeze_noting(bin, out, &mut |_| {})
+}
+
+/// [`freeze`], calling `note` with each pair before the CAS that kills it
+/// (again, with the pair found, before each retry of the same slot): a
+/// persistent map logs it, so that recovery can thaw a bin whose snapshot
+/// died with the process. A slot is killed as `(moved, key)`, which only a
+/// freeze or a transfer writes, so recovery tells it from a remove's kill.
+pub fn freeze_noting<T: Threading>(bin: &BinRef<'_, T>, out: &mut Vec<Killed>, note: &mut dyn FnMut(Killed)) {
     let mut h = bin.header();
     let frozen = loop {
         assert!(h.is_no_transfer(), "dlht invariant: a held index is not resizing");
@@ -39,7 +48,7 @@ pub fn freeze<T: Threading>(bin: &BinRef<'_, T>, out: &mut Vec<Killed>) {
             Err(found) => h = found,
         }
     };
-    let (dead, pending, shadow) = (bin.dead(), bin.pending(), bin.shadow());
+    let (dead, pending, shadow, moved) = (bin.dead(), bin.pending(), bin.shadow(), bin.moved());
     let mut lm = None;
     for i in frozen.slots_in(SlotState::Valid) {
         let slot = bin.slot(&mut lm, i);
@@ -60,7 +69,11 @@ pub fn freeze<T: Threading>(bin: &BinRef<'_, T>, out: &mut Vec<Killed>) {
                 out.push((bin.bin as u32, i as u8, cur.0, cur.1));
                 break;
             }
-            match bin.dwcas(slot, cur, (dead, cur.1)) {
+            note((bin.bin as u32, i as u8, cur.0, cur.1));
+            // Planted bug (scripts/planted-bugs.sh): kill as a remove does,
+            // so a persistent map's recovery cannot tell the freeze's kill.
+            let killed = if cfg!(dlht_plant = "freeze_kills_dead") { (dead, cur.1) } else { (moved, cur.0) };
+            match bin.dwcas(slot, cur, killed) {
                 Ok(()) => {
                     out.push((bin.bin as u32, i as u8, cur.0, cur.1)); // F2
                     break;
