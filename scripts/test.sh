@@ -92,7 +92,7 @@ cargo test -p dlht-downstream --doc
 timed
 
 if [ "${DLHT_VALGRIND:-1}" = "1" ]; then
-  step "valgrind memcheck: stress, reclamation, batch, hasher, allocator-mode, allocator read-modify-write, byte-map, iteration, shrink, owned-guard, re-entry and thread-teardown tests (small scale)"
+  step "valgrind memcheck: stress, reclamation, batch, hasher, allocator-mode, allocator read-modify-write, byte-map, iteration, shrink, owned-guard, re-entry, thread-teardown and persistent-file tests (small scale)"
   if ! command -v valgrind >/dev/null; then
     if [ "${CI:-}" = "true" ]; then
       echo "valgrind is missing: installing Debian's package"
@@ -118,6 +118,7 @@ for study in baseline batching hashers sizes counters drain memory; do
   cargo run --release -p dlht-bench -- "$study" --smoke --out "target/dlht-bench-smoke-$study"
 done
 cargo run --release -p dlht-bench -- profile --ops 1000 --keys-log2 12
+cargo run --release -p dlht-bench -- persist --smoke --out target/dlht-bench-smoke-persist; cargo run --release -p dlht-bench -- persist --smoke --recovery --out target/dlht-bench-smoke-persist
 # The server study starts memcached and dlht-server (loopback, pinned
 # apart), checks every reply of its own client, and stops both.
 cargo build --release -p dlht-server

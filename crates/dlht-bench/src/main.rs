@@ -4,7 +4,7 @@
 //! single-thread) with papaya, dashmap, scc, flurry, leapfrog, std's
 //! RwLock<HashMap> and (one thread) hashbrown on the paper's workloads, in
 //! interleaved rounds with the machine's memory limit, and writes CSV,
-//! JSON and plots. `dlht-bench baseline|batching|hashers|sizes|counters|drain|memory|server`
+//! JSON and plots. `dlht-bench baseline|batching|hashers|sizes|counters|drain|memory|server|persist`
 //! run the focused studies.
 
 mod compare;
@@ -80,6 +80,13 @@ enum StudyCmd {
     /// and load pinned apart, load from memcaslap and from a checking
     /// pipelined client; ratios dlht-server ÷ memcached beside the targets.
     Server(studies::server::ServerArgs),
+    /// The persistent map (FileMap, process durability) against the
+    /// in-memory Map (issue 25): batched gets, insert+remove pairs and
+    /// population, in interleaved rounds on the same key streams, with the
+    /// ratio FileMap ÷ Map per round, resident and on-disk bytes per key,
+    /// and a verdict against "within 10%"; `--recovery`: the time to the
+    /// first get after kill -9 in the middle of a grow.
+    Persist(studies::persist::PersistArgs),
 }
 
 fn main() {
@@ -97,6 +104,7 @@ fn main() {
         Some(StudyCmd::Drain(a)) => studies::drain::run(a),
         Some(StudyCmd::Memory(a)) => studies::memory::run(a),
         Some(StudyCmd::Server(a)) => studies::server::run(a),
+        Some(StudyCmd::Persist(a)) => studies::persist::run(a),
         Some(StudyCmd::Profile(a)) => {
             studies::profile::run(a);
             false

@@ -6,12 +6,14 @@
 //! `counters`, `drain` and `memory` are their own harnesses over the
 //! allocator mode, the per-key atomics, memory coming back, and resident
 //! bytes per key over table sizes; `server` runs memcached against
-//! dlht-server over loopback.
+//! dlht-server over loopback; `persist` sets the persistent map against
+//! the in-memory one and times recovery after kill -9.
 
 pub mod baseline;
 pub mod counters;
 pub mod drain;
 pub mod memory;
+pub mod persist;
 pub mod profile;
 pub mod server;
 pub mod sizes;
