@@ -152,6 +152,86 @@ impl Mapping {
         Ok(Mapping { ptr: p as *mut u8, len })
     }
 
+    /// Map `len` bytes of `file` from `offset` (a multiple of `align`, a
+    /// power of two) at an address that is a multiple of `align` too, and
+    /// advise huge pages if `huge`: with both aligned, the kernel can back
+    /// the mapping with 2 MiB pages where the file system hands it such
+    /// folios (tmpfs with `shmem_enabled` at advise, file systems with
+    /// large folios); elsewhere the advice does nothing.
+    pub fn new_aligned(
+        file: &File,
+        offset: usize,
+        len: usize,
+        align: usize,
+        huge: bool,
+    ) -> Result<Mapping, Error> {
+        if len == 0 {
+            return Err(Error::Corrupt { what: "an empty file region" });
+        }
+        let span = len.checked_add(align).ok_or(Error::CapacityOverflow)?;
+        // SAFETY: an anonymous reservation at no fixed address, unused but
+        // for its range: the file is mapped over an aligned part of it,
+        // and the rest unmapped.
+        let base = unsafe {
+            libc::mmap(
+                core::ptr::null_mut(),
+                span,
+                libc::PROT_NONE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(Error::Io {
+                what: "reserving address space for a map file",
+                kind: std::io::Error::last_os_error().kind(),
+            });
+        }
+        let start = (base as usize).next_multiple_of(align);
+        // SAFETY: [start, start + len) lies inside the reservation, which
+        // this process owns; MAP_FIXED replaces that part of it.
+        let p = unsafe {
+            libc::mmap(
+                start as *mut libc::c_void,
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_FIXED,
+                file.as_raw_fd(),
+                offset as libc::off_t,
+            )
+        };
+        let head = start - base as usize;
+        let tail = span - head - len;
+        // SAFETY: the parts of the reservation before and after the file
+        // mapping, each unmapped once (on failure, the whole reservation).
+        unsafe {
+            if p == libc::MAP_FAILED {
+                libc::munmap(base, span);
+            } else {
+                if head > 0 {
+                    libc::munmap(base, head);
+                }
+                if tail > 0 {
+                    libc::munmap((start + len) as *mut libc::c_void, tail);
+                }
+            }
+        }
+        if p == libc::MAP_FAILED {
+            return Err(Error::Io {
+                what: "mapping a map file",
+                kind: std::io::Error::last_os_error().kind(),
+            });
+        }
+        if huge {
+            // SAFETY: advice on our own live mapping; failure is harmless.
+            unsafe {
+                libc::madvise(p, len, libc::MADV_HUGEPAGE);
+            }
+        }
+        Ok(Mapping { ptr: p as *mut u8, len })
+    }
+
     /// The first byte.
     pub fn ptr(&self) -> *mut u8 {
         self.ptr

@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! DIR/map.dlht        | MapHeader (page 0) | ThreadCell × THREAD_CELLS | ShadowCell × SHADOW_CELLS |
-//! DIR/index.<G>.dlht  | IndexHeader (page 0) | bins × 64 B | link buckets × 64 B (sparse) |
+//! DIR/index.<G>.dlht  | IndexHeader (page 0) | hole to 2 MiB | bins × 64 B | link buckets × 64 B (sparse) |
 //! DIR/lock            | empty: flock(2) held by the process that has the map open |
 //! ```
 //!
@@ -19,6 +19,11 @@ use crate::sync::Ordering;
 /// The unit of every file region: regions start on page boundaries so that
 /// each can be mapped on its own.
 pub const PAGE: usize = 4096;
+
+/// The alignment of an index file's arrays (a huge page): a shared mapping
+/// can be backed by 2 MiB pages only where the file offset and the address
+/// are both multiples of it (the gap after the header is a hole: sparse).
+pub const ARRAY_ALIGN: usize = 2 << 20;
 
 /// First bytes of a map file.
 pub const MAP_MAGIC: [u8; 8] = *b"DLHT-MAP";
@@ -199,17 +204,17 @@ pub struct IndexHeader {
 impl IndexHeader {
     /// Bytes of an index file of `bins` bins and `links` link buckets.
     pub fn file_bytes(bins: usize, links: usize) -> Option<usize> {
-        PAGE.checked_add(Self::links_offset(bins)? - PAGE)?.checked_add(links.checked_mul(64)?)
+        Self::links_offset(bins)?.checked_add(links.checked_mul(64)?)
     }
 
     /// Offset of the bins: the page after the header.
     pub const fn bins_offset() -> usize {
-        PAGE
+        ARRAY_ALIGN
     }
 
-    /// Offset of the link buckets: after the bins, on a page boundary.
+    /// Offset of the link buckets: after the bins, on a huge-page boundary.
     pub fn links_offset(bins: usize) -> Option<usize> {
-        PAGE.checked_add(bins.checked_mul(64)?.checked_next_multiple_of(PAGE)?)
+        ARRAY_ALIGN.checked_add(bins.checked_mul(64)?.checked_next_multiple_of(ARRAY_ALIGN)?)
     }
 
     /// Check a header read from a file of `file_bytes` bytes, expected to
@@ -420,10 +425,11 @@ mod tests {
             let w = ShadowCell::tag(h);
             assert!(w != 0 && ShadowCell::untag(w) & ((1 << 29) - 1) == h & ((1 << 29) - 1));
         }
-        assert_eq!(IndexHeader::links_offset(2), Some(8192));
-        assert_eq!(IndexHeader::links_offset(64), Some(8192));
-        assert_eq!(IndexHeader::links_offset(65), Some(12288));
-        assert_eq!(IndexHeader::file_bytes(64, 10), Some(8192 + 640));
+        const M2: usize = 2 << 20;
+        assert_eq!(IndexHeader::links_offset(2), Some(2 * M2));
+        assert_eq!(IndexHeader::links_offset(M2 / 64), Some(2 * M2));
+        assert_eq!(IndexHeader::links_offset(M2 / 64 + 1), Some(3 * M2));
+        assert_eq!(IndexHeader::file_bytes(64, 10), Some(2 * M2 + 640));
         assert_eq!(IndexHeader::file_bytes(usize::MAX / 8, 1), None);
     }
 

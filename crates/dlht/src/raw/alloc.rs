@@ -122,9 +122,18 @@ impl<T> ZeroedArray<T> {
     /// are atomics only), and the file must be at least `offset + len ·
     /// size_of::<T>()` bytes long (a shorter file faults on access).
     #[cfg(not(loom))]
-    pub unsafe fn map_file(file: &std::fs::File, offset: usize, len: usize) -> Result<Self, Error> {
+    pub unsafe fn map_file(
+        file: &std::fs::File,
+        offset: usize,
+        len: usize,
+        reserve_only: bool,
+    ) -> Result<Self, Error> {
         let bytes = len.checked_mul(size_of::<T>()).ok_or(Error::CapacityOverflow)?;
-        let m = crate::persist::files::Mapping::new(file, offset, bytes.max(1))?;
+        // Huge pages as for an anonymous array (see `new_zeroed`), where
+        // the file system can give them: the offset is 2 MiB-aligned.
+        let huge = bytes >= if reserve_only { RESERVE_HUGE_THRESHOLD } else { HUGE_THRESHOLD };
+        let align = if offset % HUGE_PAGE == 0 { HUGE_PAGE } else { SMALL_PAGE };
+        let m = crate::persist::files::Mapping::new_aligned(file, offset, bytes.max(1), align, huge)?;
         let (base, mapped) = m.into_raw();
         Ok(ZeroedArray {
             // SAFETY: mmap returned a non-null, page-aligned address (at

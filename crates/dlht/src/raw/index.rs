@@ -266,9 +266,9 @@ impl Index {
         let links_at = IndexHeader::links_offset(bins).ok_or(Error::CapacityOverflow)?;
         // SAFETY: buckets are atomics only (any bytes are valid), and
         // `IndexFile` made or checked the file at least this long.
-        let bins_arr = unsafe { ZeroedArray::map_file(file, IndexHeader::bins_offset(), bins)? };
+        let bins_arr = unsafe { ZeroedArray::map_file(file, IndexHeader::bins_offset(), bins, false)? };
         // SAFETY: as above.
-        let links_arr = unsafe { ZeroedArray::map_file(file, links_at, links)? };
+        let links_arr = unsafe { ZeroedArray::map_file(file, links_at, links, true)? };
         let h = f.header();
         // Relaxed: read before any thread uses the index.
         let soft =
