@@ -118,7 +118,10 @@ pub fn recover(set: &FileSet, idx: &Index) -> usize {
             }
             let (k, v) = (e.key.load(Ordering::Relaxed), e.value.load(Ordering::Relaxed));
             let s = bin.slot(&mut None, slot);
-            if (s.load_key(), s.load_value()) == (bin.moved(), k) {
+            // Killed as (moved, k); a thaw that died writing the pair back
+            // (value first, then key) left (moved, v).
+            let (kw, vw) = (s.load_key(), s.load_value());
+            if kw == bin.moved() && (vw == k || vw == v) {
                 s.fill_owned(k, v);
             }
         }
