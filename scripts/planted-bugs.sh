@@ -85,5 +85,6 @@ while read -r plant name; do
 done <<'PLANTS'
 fallback_judged_late an_unused_shrink_fallback_is_freed_when_a_grow_follows_at_once
 chunk_skips_busy_bin a_resize_is_not_published_while_an_insert_copies_its_own_bin
+fallback_file_late a_grow_right_after_a_persistent_shrink_keeps_its_file
 PLANTS
 exit $status

@@ -96,7 +96,7 @@ mod loom_model {
         let guard = core.pin();
         let old = core.current(&guard);
         let next = Box::leak(Box::new(Index::new(2, old.markers, old.generation + 1).unwrap()));
-        core.publish(old, next);
+        core.publish(old, next, None);
         guard
     }
 

@@ -57,6 +57,8 @@ pub struct IndexFile {
     generation: u64,
     /// Set when a newer index replaced this one: its file goes with it.
     retired: AtomicBool,
+    /// Set once the file was deleted ahead of the index ([`Self::remove_now`]).
+    removed: AtomicBool,
 }
 
 impl IndexFile {
@@ -81,6 +83,7 @@ impl IndexFile {
             set: set.clone(),
             generation,
             retired: AtomicBool::new(false),
+            removed: AtomicBool::new(false),
         };
         // SAFETY: the mapping is a zeroed page, at least as large and as
         // aligned as the header (a page), whose fields are all valid zero;
@@ -120,6 +123,7 @@ impl IndexFile {
             set: set.clone(),
             generation,
             retired: AtomicBool::new(false),
+            removed: AtomicBool::new(false),
         };
         if f.header().complete.load(Ordering::Acquire) != 1 {
             return Err(Error::Corrupt { what: "an index file was never completed" });
@@ -142,6 +146,15 @@ impl IndexFile {
         &self.set
     }
 
+    /// Delete the file now, and not again when the index goes (a file of
+    /// the same name may be made meanwhile).
+    pub fn remove_now(&self) {
+        files::remove(&self.set.dir().join(files::index_file_name(self.generation)));
+        // Relaxed: read by the drop, on this thread or after the index's
+        // reclamation.
+        self.removed.store(true, Ordering::Relaxed);
+    }
+
     /// Delete the file when the index goes: a newer index replaced it.
     pub fn retire(&self) {
         // Relaxed: read by the drop, after the index's reclamation.
@@ -151,7 +164,7 @@ impl IndexFile {
 
 impl Drop for IndexFile {
     fn drop(&mut self) {
-        if self.retired.load(Ordering::Relaxed) {
+        if self.retired.load(Ordering::Relaxed) && !self.removed.load(Ordering::Relaxed) {
             // Best effort: a file left behind is deleted by the next open,
             // which keeps only the generations the map file names.
             files::remove(&self.set.dir().join(files::index_file_name(self.generation)));

@@ -333,7 +333,8 @@ fn help(core: &Core, idx: &Index, hash: &dyn Fn(u64) -> u64, budget: Budget) {
         if idx.resize.chunks_done.fetch_add(1, Ordering::AcqRel) + 1 == chunks {
             // Relaxed: only this thread touches it from here on.
             let fallback = idx.resize.fallback.swap(core::ptr::null_mut(), Ordering::Relaxed);
-            let fell_back = core.publish(idx, next); // R4
+            // SAFETY: the fallback (if any) is alive until dropped below.
+            let fell_back = core.publish(idx, next, unsafe { fallback.as_ref() }); // R4
             #[cfg(all(test, not(loom)))]
             tests::after_publish();
             // Planted bug (scripts/planted-bugs.sh): judge the fallback
@@ -347,8 +348,9 @@ fn help(core: &Core, idx: &Index, hash: &dyn Fn(u64) -> u64, budget: Budget) {
             } else if !fallback.is_null() {
                 // SAFETY: the unused fallback, from Box::into_raw in
                 // `shrink`; no transfer can reach it any more.
+                // (A persistent map's file of it was deleted at publication.)
                 let fallback = unsafe { Box::from_raw(fallback) };
-                #[cfg(not(loom))]
+                #[cfg(all(dlht_plant = "fallback_file_late", not(loom)))]
                 if let Some(f) = fallback.file() {
                     f.retire();
                 }
@@ -434,6 +436,70 @@ pub(crate) mod tests {
         );
         assert_eq!(m.len(), k as usize);
         assert!((0..k).all(|i| m.get(&i) == Some(i)), "a key was lost");
+    }
+
+    /// A persistent map's shrink that did not fall back, followed at once by
+    /// a grow of the new index (from the hook, before the publisher drops
+    /// the fallback): the grow's index file has the fallback's generation,
+    /// and deleting the fallback's file after publication deleted the grow's
+    /// (the map could not be reopened). Its file now goes before
+    /// publication.
+    #[test]
+    fn a_grow_right_after_a_persistent_shrink_keeps_its_file() {
+        let dir = std::env::temp_dir().join(format!("dlht-unit-shrink-grow-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        {
+            let m = Arc::new(crate::FileMap::<u64, u64>::open(&dir).unwrap());
+            for k in 0..5_000 {
+                m.insert(k, k).unwrap();
+            }
+            for k in 100..5_000 {
+                m.remove(&k);
+            }
+            // At the first publication, grow; at the next (the shrink that
+            // follows), see whether the grow's index file is still there.
+            let (m2, dir2) = (m.clone(), dir.clone());
+            let kept = Arc::new(std::sync::Mutex::new(None));
+            let kept2 = kept.clone();
+            let files = move || -> Vec<String> {
+                let mut v: Vec<String> = std::fs::read_dir(&dir2)
+                    .unwrap()
+                    .filter_map(|e| e.ok()?.file_name().into_string().ok())
+                    .filter(|n| n.starts_with("index."))
+                    .collect();
+                v.sort();
+                v
+            };
+            AFTER_PUBLISH.with(|h| {
+                *h.borrow_mut() = Some(Box::new(move || {
+                    m2.reserve(20_000);
+                    // The grow's index: the newest file (older ones go as
+                    // their indexes are freed).
+                    let grown = files().into_iter().max_by_key(|f| {
+                        f.trim_start_matches("index.").trim_end_matches(".dlht").parse::<u64>().unwrap_or(0)
+                    });
+                    AFTER_PUBLISH.with(|h| {
+                        *h.borrow_mut() = Some(Box::new(move || {
+                            let now = files();
+                            *kept2.lock().unwrap() = Some(grown.iter().all(|f| now.contains(f)));
+                        }))
+                    });
+                }))
+            });
+            m.shrink_to_fit();
+            AFTER_PUBLISH.with(|h| h.borrow_mut().take());
+            assert_eq!(
+                *kept.lock().unwrap(),
+                Some(true),
+                "an index file was deleted while its index was current"
+            );
+            assert_eq!(m.len(), 100);
+        }
+        let m = crate::FileMap::<u64, u64>::open(&dir).expect("the map reopens");
+        assert_eq!(m.len(), 100);
+        assert!((0..100).all(|k| m.get(&k) == Some(k)));
+        drop(m);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// A shrink that did not fall back frees its fallback even when an
