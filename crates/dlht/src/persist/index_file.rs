@@ -62,6 +62,17 @@ pub struct IndexFile {
 }
 
 impl IndexFile {
+    fn of(header: Mapping, file: &Arc<File>, set: &Arc<FileSet>, generation: u64) -> IndexFile {
+        IndexFile {
+            header,
+            _file: file.clone(),
+            set: set.clone(),
+            generation,
+            retired: AtomicBool::new(false),
+            removed: AtomicBool::new(false),
+        }
+    }
+
     /// Create the file of a new, empty index of `bins` bins and `links`
     /// link buckets in `dir`, replacing a leftover of the same name. The
     /// file's header says `complete` only once it is sized, so a crash
@@ -77,14 +88,7 @@ impl IndexFile {
         let file = Arc::new(files::create_zeroed(&path, bytes)?);
         let header = Mapping::new(&file, 0, PAGE)?;
         set.register(&file);
-        let f = IndexFile {
-            header,
-            _file: file.clone(),
-            set: set.clone(),
-            generation,
-            retired: AtomicBool::new(false),
-            removed: AtomicBool::new(false),
-        };
+        let f = IndexFile::of(header, &file, set, generation);
         // SAFETY: the mapping is a zeroed page, at least as large and as
         // aligned as the header (a page), whose fields are all valid zero;
         // no other thread or process can see the new file yet (the
@@ -117,14 +121,7 @@ impl IndexFile {
         }
         let file = Arc::new(file);
         let header = Mapping::new(&file, 0, PAGE)?;
-        let f = IndexFile {
-            header,
-            _file: file.clone(),
-            set: set.clone(),
-            generation,
-            retired: AtomicBool::new(false),
-            removed: AtomicBool::new(false),
-        };
+        let f = IndexFile::of(header, &file, set, generation);
         if f.header().complete.load(Ordering::Acquire) != 1 {
             return Err(Error::Corrupt { what: "an index file was never completed" });
         }

@@ -133,8 +133,8 @@ pub const HASH_CHECK_WORDS: [u64; 4] = [0, 1, 0x9e37_79b9_7f4a_7c15, u64::MAX];
 
 impl MapHeader {
     /// Check a header read from a file, for a map of `kind` with these key
-    /// and value sizes, and return its hasher's seed and secrets. The hash
-    /// check is the caller's (it needs the hasher).
+    /// and value sizes. The hash check is the caller's (it needs the
+    /// hasher).
     pub fn check(&self, kind: MapKind, key_bytes: usize, value_bytes: usize) -> Result<(), Error> {
         if self.magic != MAP_MAGIC {
             return Err(Error::Corrupt { what: "the map file does not start with dlht's magic" });
@@ -165,10 +165,10 @@ impl MapHeader {
     }
 }
 
-/// Generations stay below this, so that an intent's 24 bits name one of the
-/// (at most three) index files open at once without ambiguity, and a file
-/// name never wraps. A map resized a million times a second would need
-/// half a year to reach it; it is then refused growth... never in practice.
+/// Generations a valid map file names are below this (a damaged word is
+/// refused): 2^48 resizes, nine years at a million a second. Intents keep
+/// a generation's low 24 bits, which tell apart the (at most three)
+/// indexes open at once.
 pub const GENERATION_LIMIT: u64 = 1 << 48;
 
 /// Page 0 of an index file.
@@ -202,9 +202,12 @@ pub struct IndexHeader {
 }
 
 impl IndexHeader {
+    /// Bytes of a bucket (a bin's primary bucket or a link bucket).
+    pub const BUCKET_BYTES: usize = 64;
+
     /// Bytes of an index file of `bins` bins and `links` link buckets.
     pub fn file_bytes(bins: usize, links: usize) -> Option<usize> {
-        Self::links_offset(bins)?.checked_add(links.checked_mul(64)?)
+        Self::links_offset(bins)?.checked_add(links.checked_mul(Self::BUCKET_BYTES)?)
     }
 
     /// Offset of the bins: the page after the header.
@@ -214,7 +217,7 @@ impl IndexHeader {
 
     /// Offset of the link buckets: after the bins, on a huge-page boundary.
     pub fn links_offset(bins: usize) -> Option<usize> {
-        ARRAY_ALIGN.checked_add(bins.checked_mul(64)?.checked_next_multiple_of(ARRAY_ALIGN)?)
+        ARRAY_ALIGN.checked_add(bins.checked_mul(Self::BUCKET_BYTES)?.checked_next_multiple_of(ARRAY_ALIGN)?)
     }
 
     /// Check a header read from a file of `file_bytes` bytes, expected to
@@ -351,20 +354,27 @@ pub struct Moving {
 }
 
 impl Moving {
-    const VALID: u64 = 1 << 44;
+    const SLOT_BITS: u32 = 4;
+    const STATE_SHIFT: u32 = Self::SLOT_BITS;
+    const BIN_SHIFT: u32 = Self::STATE_SHIFT + 2;
+    const BIN_BITS: u32 = 38;
+    const VALID_SHIFT: u32 = Self::BIN_SHIFT + Self::BIN_BITS;
 
     /// The word for slot `slot` of `bin` in state bits `state`.
     #[inline(always)]
     pub fn pack(bin: usize, slot: usize, state: u8) -> u64 {
-        Self::VALID | (bin as u64 & ((1 << 38) - 1)) << 6 | (state as u64 & 0b11) << 4 | (slot as u64 & 0xf)
+        1 << Self::VALID_SHIFT
+            | (bin as u64 & ((1 << Self::BIN_BITS) - 1)) << Self::BIN_SHIFT
+            | (state as u64 & 0b11) << Self::STATE_SHIFT
+            | (slot as u64 & ((1 << Self::SLOT_BITS) - 1))
     }
 
     /// The record of a word, None for "nothing moving".
     pub fn unpack(w: u64) -> Option<Moving> {
-        (w >> 44 == 1).then_some(Moving {
-            bin: ((w >> 6) & ((1 << 38) - 1)) as usize,
-            slot: (w & 0xf) as usize,
-            state: ((w >> 4) & 0b11) as u8,
+        (w >> Self::VALID_SHIFT == 1).then_some(Moving {
+            bin: ((w >> Self::BIN_SHIFT) & ((1 << Self::BIN_BITS) - 1)) as usize,
+            slot: (w & ((1 << Self::SLOT_BITS) - 1)) as usize,
+            state: ((w >> Self::STATE_SHIFT) & 0b11) as u8,
         })
     }
 }
@@ -398,13 +408,27 @@ pub struct SnapshotHeader {
 #[repr(C, align(32))]
 #[derive(Default)]
 pub struct SnapshotEntry {
-    /// `bin << 8 | slot`.
+    /// The slot: [`SnapshotEntry::place_of`].
     pub place: AtomicU64,
     /// The key's word.
     pub key: AtomicU64,
     /// The value's word.
     pub value: AtomicU64,
     _pad: u64,
+}
+
+impl SnapshotEntry {
+    const SLOT_BITS: u32 = 8;
+
+    /// The `place` word of slot `slot` of bin `bin`.
+    pub fn place_of(bin: u32, slot: u8) -> u64 {
+        (bin as u64) << Self::SLOT_BITS | slot as u64
+    }
+
+    /// The bin and slot of a `place` word.
+    pub fn bin_and_slot(place: u64) -> (usize, usize) {
+        ((place >> Self::SLOT_BITS) as usize, (place & ((1 << Self::SLOT_BITS) - 1)) as usize)
+    }
 }
 
 const _: () = assert!(size_of::<MapHeader>() <= PAGE);

@@ -208,7 +208,8 @@ mod imp {
         pub bins_visited: usize,
         /// Claimed, pending, removed-but-not-freed or shadow slots freed.
         pub slots_freed: usize,
-        /// Bins whose transfer into the next index recovery finished.
+        /// Transfers (a grow's bins, a shrink's targets) dead threads had
+        /// under way that recovery resumed; one already finished counts too.
         pub transfers_finished: usize,
         /// A resize was under way, and goes on now.
         pub resize_resumed: bool,
@@ -436,6 +437,9 @@ mod imp {
             markers: Markers,
             hash: &dyn Fn(u64) -> u64,
         ) -> Result<Indexes, Error> {
+            // Relaxed accesses to the files below: no other thread of this
+            // process runs in the map yet, the directory lock keeps other
+            // processes out, and a crash keeps stores in program order.
             let this = &*self;
             let h = this.header();
             let g = h.generation.load(Ordering::Relaxed);
@@ -560,8 +564,8 @@ mod imp {
             }
         }
 
-        /// The map is being closed with no operation under way and no
-        /// resize: mark it clean.
+        /// The map is being closed with no operation under way: mark it
+        /// clean (a resize left under way is found from its index file).
         pub fn close_clean(&self) {
             for c in self.cells() {
                 c.intent.store(0, Ordering::Relaxed);

@@ -69,7 +69,7 @@ impl SnapshotLog {
         let n = self.header().entries.load(Ordering::Relaxed) as usize;
         let i = if self.last == Some((bin, slot)) { n - 1 } else { n };
         let e = self.entry(i);
-        e.place.store((bin as u64) << 8 | slot as u64, Ordering::Relaxed);
+        e.place.store(SnapshotEntry::place_of(bin, slot), Ordering::Relaxed);
         e.key.store(key, Ordering::Relaxed);
         e.value.store(value, Ordering::Relaxed);
         if i == n {
@@ -89,6 +89,8 @@ impl SnapshotLog {
 /// the bins thawed. A log of another index (or unreadable) is deleted: its
 /// snapshot ended before that index was resized.
 pub fn recover(set: &FileSet, idx: &Index) -> usize {
+    // Relaxed loads throughout: the dead process's stores are all in the
+    // page cache, and no other thread runs during recovery.
     let path = set.dir().join(SNAPSHOT_FILE);
     let thawed = (|| {
         let (file, len) = files::open_rw(&path, "opening the snapshot log").ok()?;
@@ -106,8 +108,7 @@ pub fn recover(set: &FileSet, idx: &Index) -> usize {
         for i in 0..entries {
             // SAFETY: i < room: inside the mapping; entries are atomics.
             let e = unsafe { &*(map.ptr().add(PAGE) as *const SnapshotEntry).add(i) };
-            let place = e.place.load(Ordering::Relaxed);
-            let (b, slot) = ((place >> 8) as usize, (place & 0xff) as usize);
+            let (b, slot) = SnapshotEntry::bin_and_slot(e.place.load(Ordering::Relaxed));
             if b >= idx.bins() || slot >= crate::raw::header::SLOTS_PER_BIN {
                 continue;
             }

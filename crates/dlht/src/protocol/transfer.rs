@@ -150,37 +150,7 @@ pub fn transfer_target<T: Threading>(
     }
     let claimed = &claimed[..held];
     crash::at(CrashPoint::MergeClaimed);
-    let bound: usize = claimed
-        .iter()
-        .map(|&(_, h)| h.slots_in(SlotState::Valid).or(h.slots_in(SlotState::Shadow)).count())
-        .sum();
-    let fits = bound <= SLOTS_PER_BIN;
-    let dest = if fits {
-        new
-    } else {
-        new.attach_fallback(fallback);
-        fallback
-    };
-    let mut copied = 0;
-    for &(s, h) in claimed {
-        copied += copy_out(&old.bin_as::<T>(s), h, dest, hash); // S2
-                                                                // Planted bug (scripts/planted-bugs.sh): finish each source as soon
-                                                                // as it is copied, so an operation can reach a half-filled target.
-        if cfg!(dlht_plant = "shrink_finish_each") {
-            finish(&old.bin_as::<T>(s), h);
-        }
-    }
-    if !fits {
-        new.bin_as::<T>(t)
-            .bucket
-            .header
-            .store_owned(Header::default().with_bin_state(BinState::DoneTransfer));
-    }
-    for &(s, h) in claimed {
-        if !cfg!(dlht_plant = "shrink_finish_each") {
-            finish(&old.bin_as::<T>(s), h); // S3
-        }
-    }
+    let copied = merge::<T>(old, t, new, fallback, hash, claimed, &[]);
     core::mem::forget(unwinding);
     copied
 }
@@ -261,7 +231,24 @@ pub fn resume_target<T: Threading>(
         };
         *c = (s, h);
     }
-    let claimed = &claimed[..sources];
+    merge::<T>(old, t, new, fallback, hash, &claimed[..sources], moving)
+}
+
+/// S2–S3 of a merge into target `t` of `new` from its sources `claimed`
+/// (bin, header at claim): judge the fit from their Valid and Shadow slots
+/// (the headers are frozen since the claim, so recovery judges as the dead
+/// thread did), place recovery's `moving` records naming a source, copy
+/// the sources into `new` or `fallback`, forward the target if they went
+/// to the fallback, then finish the sources. Returns the keys copied.
+fn merge<T: Threading>(
+    old: &Index,
+    t: usize,
+    new: &Index,
+    fallback: &Index,
+    hash: &dyn Fn(u64) -> u64,
+    claimed: &[(usize, Header)],
+    moving: &[(usize, usize, u8, (u64, u64))],
+) -> usize {
     let bound: usize = claimed
         .iter()
         .map(|&(_, h)| h.slots_in(SlotState::Valid).or(h.slots_in(SlotState::Shadow)).count())
@@ -280,7 +267,12 @@ pub fn resume_target<T: Threading>(
         }
     }
     for &(s, h) in claimed {
-        copied += copy_out(&old.bin_as::<T>(s), h, dest, hash);
+        copied += copy_out(&old.bin_as::<T>(s), h, dest, hash); // S2
+                                                                // Planted bug (scripts/planted-bugs.sh): finish each source as soon
+                                                                // as it is copied, so an operation can reach a half-filled target.
+        if cfg!(dlht_plant = "shrink_finish_each") {
+            finish(&old.bin_as::<T>(s), h);
+        }
     }
     if !fits {
         new.bin_as::<T>(t)
@@ -289,7 +281,9 @@ pub fn resume_target<T: Threading>(
             .store_owned(Header::default().with_bin_state(BinState::DoneTransfer));
     }
     for &(s, h) in claimed {
-        finish(&old.bin_as::<T>(s), h);
+        if !cfg!(dlht_plant = "shrink_finish_each") {
+            finish(&old.bin_as::<T>(s), h); // S3
+        }
     }
     copied
 }
