@@ -439,7 +439,7 @@ thread_local! {
 
 /// Fill this thread's request buffer and run it; the number of successes.
 #[inline(always)]
-fn batch_of(
+pub fn batch_of(
     n: usize,
     fill: impl FnOnce(&mut [dlht::Request<u64, u64>]),
     run: impl FnOnce(&[dlht::Request<u64, u64>], &mut [dlht::Response<u64>]) -> usize,

@@ -23,7 +23,7 @@
 //! later, reopens the map, times the open and the first get, and checks
 //! every key (untimed).
 
-use crate::compare::systems::{Concurrent, Table, MAX_BATCH};
+use crate::compare::systems::{self, Concurrent, Table};
 use crate::compare::workloads::{self, key, Draw, Params, Workload};
 use crate::harness::keys::ZipfTrace;
 use crate::harness::machine::Machine;
@@ -31,7 +31,6 @@ use crate::harness::{self, Spread};
 use crate::studies::write;
 use core::hash::BuildHasher;
 use serde::Serialize;
-use std::cell::RefCell;
 use std::fmt::Write as _;
 use std::io::{BufRead, Write as _};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -148,27 +147,16 @@ impl Kind for dlht::FileHasher {
 /// `batch`. Views of one map share it.
 struct Sys<S: Kind, const BATCHED: bool>(Shared<S>);
 
-/// Request and response buffers of one thread's batches, allocated once
-/// (see `compare::workloads::Scratch` for why not per batch).
-type BatchBuffers = (Vec<dlht::Request<u64, u64>>, Vec<dlht::Response<u64>>);
-
-thread_local! {
-    static BATCH: RefCell<BatchBuffers> =
-        RefCell::new((vec![dlht::Request::Get(0); MAX_BATCH], vec![dlht::Response::NotExecuted; MAX_BATCH]));
-}
-
-/// Run the `n` requests `fill` writes through `m.batch`; the successes.
+/// Run the `n` requests `fill` writes through `m.batch` (the comparison's
+/// per-thread buffers, [`systems::batch_of`]); the successes.
 #[inline(always)]
 fn batch_of<S: Kind>(
     m: &dlht::Map<u64, u64, S>,
     n: usize,
     fill: impl FnOnce(&mut [dlht::Request<u64, u64>]),
 ) -> usize {
-    assert!(n <= MAX_BATCH, "batch larger than {MAX_BATCH}");
-    BATCH.with_borrow_mut(|(reqs, out)| {
-        fill(&mut reqs[..n]);
-        m.batch(&reqs[..n], &mut out[..n], dlht::StopOn::Never).expect("buffers of equal length");
-        out[..n].iter().filter(|r| r.succeeded()).count()
+    systems::batch_of(n, fill, |reqs, out| {
+        m.batch(reqs, out, dlht::StopOn::Never).expect("buffers of equal length")
     })
 }
 
@@ -1517,15 +1505,7 @@ fn sync_cost(a: &PersistArgs, machine: &Machine) -> bool {
             remove_dir(&dir);
         }
     }
-    let median = |v: &[f64]| {
-        let mut v = v.to_vec();
-        v.sort_by(f64::total_cmp);
-        if v.is_empty() {
-            f64::NAN
-        } else {
-            v[v.len() / 2]
-        }
-    };
+    let median = |v: &[f64]| Spread::of(v).map_or(f64::NAN, |s| s.median);
     println!("\n{:<20} {:>4} {:>14} {:>10}", "mode", "thr", "pairs M/s", "÷ process");
     for &t in &a.threads {
         let base = median(rates.get(&(0, t)).map_or(&[][..], |v| v));
