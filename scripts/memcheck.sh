@@ -13,12 +13,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-tests=(stress reclaim batch hasher alloc_map alloc_rmw byte_map iter shrink owned_guard reentry teardown persist)
+tests=(stress reclaim batch hasher alloc_map alloc_rmw byte_map iter shrink owned_guard reentry teardown persist persist_bytes)
 # Tests of a binary to run, where not all: the persistent map's file checks
 # (foreign, truncated and damaged files refused), not its kill -9 harness
 # (whose children run outside valgrind, and whose checks would take minutes
 # under it).
-declare -A only=([persist]="foreign_and_damaged a_closed_map a_directory_is_opened sync_mode")
+declare -A only=([persist]="foreign_and_damaged a_closed_map a_directory_is_opened sync_mode" [persist_bytes]="damaged_heap_files a_closed_byte_map")
 args=()
 for t in "${tests[@]}"; do args+=(--test "$t"); done
 # Build, and list the test executables cargo made.

@@ -380,7 +380,10 @@ pub use map::FileMap;
 pub use map::ParIter;
 pub use map::{Counter, Iter, Map, ShadowInsert, ShadowRefused, Shadowing};
 #[cfg(not(loom))]
-pub use persist::{hasher::FileHasher, Durability, OpenOptions, Recovery};
+pub use persist::{hasher::FileHasher, heap::HeapReclaim, Durability, OpenOptions, Recovery};
+/// A [`ByteMap`] kept in files: see [`ByteMap::open`].
+#[cfg(not(loom))]
+pub type FileByteMap = ByteMap<FileHasher>;
 pub use set::{Set, SetRequest};
 pub use stats::{Memory, Stats};
 pub use word::Inline;

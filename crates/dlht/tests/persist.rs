@@ -627,7 +627,11 @@ fn every_crash_point_is_recovered() {
     use std::os::unix::process::ExitStatusExt;
     let dir = fresh_dir("points");
     let mut seed = 0xc0ffee_u64;
-    for p in dlht::internals::CrashPoint::ALL {
+    // The heap's and the byte map's points are tests/persist_bytes.rs's.
+    for p in dlht::internals::CrashPoint::ALL
+        .into_iter()
+        .filter(|p| !p.name().starts_with("heap") && !p.name().starts_with("bytes"))
+    {
         let few = p.name().starts_with("resize") || p.name().starts_with("merge");
         let mut caught = [false; 3];
         for (round, nth) in (if few { [1, 2, 3] } else { [1, 5, 40] }).into_iter().enumerate() {

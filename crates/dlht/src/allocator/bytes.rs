@@ -9,13 +9,14 @@
 //! the entry's stamp, then the key's bytes (longer keys only), then the
 //! value's.
 
-use super::entry::{Element, Fresh, Shape, ValueWord};
+use super::entry::{heap_of, Element, Fresh, HeapRef, Shape, ValueWord};
 use super::pointers::{PointerIndex, PointerIter};
 use super::{namespace_id, namespace_mix, prefetch_lines, Access, Guard, PASS};
 use crate::compute::{self, Computed, Op};
 use crate::driver::or_panic;
 use crate::error::Error;
 use crate::hash::DefaultHashBuilder;
+use crate::persist::hasher::FileHasher;
 use core::alloc::Layout;
 use core::fmt;
 use core::hash::BuildHasher;
@@ -57,8 +58,11 @@ pub struct ByteMap<S = DefaultHashBuilder> {
     /// its bytes, which a client chooses, and an unkeyed mix of them (the
     /// allocator map's, whose key words are already keyed hashes) can be
     /// inverted to crowd keys into one bin (`tests/flood.rs`).
-    pub(super) index: PointerIndex<Blob, DefaultHashBuilder>,
-    hasher: S,
+    pub(super) index: Box<PointerIndex<Blob, FileHasher>>,
+    pub(super) hasher: S,
+    /// A persistent map's background reclamation of its heap (None in
+    /// memory): stopped and joined on drop, before the index goes.
+    pub(super) reclaimer: Option<super::persistent::Reclaimer>,
 }
 
 /// The keys of one namespace of a [`ByteMap`] (from
@@ -207,13 +211,17 @@ impl Blob {
         Layout::from_size_align(size, align_of::<Blob>()).map_err(|_| Error::AllocFailed { bytes: size })
     }
 
-    /// A fresh blob of `key` (empty for an inline key) and `value`.
-    fn try_new(key: &[u8], value: &[u8]) -> Result<NonNull<Blob>, Error> {
+    /// A fresh blob of `key` (empty for an inline key) and `value`, in
+    /// `heap` (a persistent map's) or the global allocator.
+    fn try_new(key: &[u8], value: &[u8], heap: HeapRef) -> Result<NonNull<Blob>, Error> {
         let len = |b: &[u8]| u32::try_from(b.len()).map_err(|_| Error::TooLong { bytes: b.len() });
         let header = Blob { key_len: len(key)?, value_len: len(value)?, stamp: AtomicU32::new(0) };
         let layout = Self::layout(key.len(), value.len())?;
-        // SAFETY: the layout holds at least the header, so is not zero-sized.
-        let p = unsafe { std::alloc::alloc(layout) };
+        let p = match heap {
+            Some(h) => h.alloc(layout.size())? as *mut u8,
+            // SAFETY: the layout holds at least the header, so is not zero-sized.
+            None => unsafe { std::alloc::alloc(layout) },
+        };
         let p = NonNull::new(p).ok_or(Error::AllocFailed { bytes: layout.size() })?;
         // SAFETY: fresh memory of `layout`: the header, then exactly the
         // key's and the value's bytes.
@@ -222,6 +230,10 @@ impl Blob {
             let k = p.as_ptr().add(Self::HEADER);
             k.copy_from_nonoverlapping(key.as_ptr(), key.len());
             k.add(key.len()).copy_from_nonoverlapping(value.as_ptr(), value.len());
+        }
+        #[cfg(not(loom))]
+        if heap.is_some() {
+            crate::persist::crash::at(crate::persist::crash::CrashPoint::HeapFilled);
         }
         Ok(p.cast())
     }
@@ -255,6 +267,10 @@ impl Blob {
 
 impl Element for Blob {
     unsafe fn free(addr: usize) {
+        if let Some(h) = heap_of(addr) {
+            h.free_unpublished(addr);
+            return;
+        }
         let p = addr as *mut Blob;
         // SAFETY: a blob made by `try_new` (the caller's contract), whose
         // header gives back the layout it was allocated with.
@@ -346,6 +362,17 @@ impl Default for ByteMap<DefaultHashBuilder> {
     }
 }
 
+impl<S> Drop for ByteMap<S> {
+    fn drop(&mut self) {
+        // A persistent map: reclamation stopped, then the heap closed while
+        // the directory is still locked (the index closes after this).
+        self.reclaimer.take();
+        if let Some(h) = self.index.heap {
+            h.close();
+        }
+    }
+}
+
 impl<S: BuildHasher> ByteMap<S> {
     /// An empty map hashing keys longer than 8 bytes with `hasher`.
     pub fn with_hasher(hasher: S) -> Self {
@@ -354,7 +381,8 @@ impl<S: BuildHasher> ByteMap<S> {
 
     /// An empty map for `n` keys using `hasher`, or why it cannot be made.
     pub fn try_with_capacity_and_hasher(n: usize, hasher: S) -> Result<Self, Error> {
-        Ok(ByteMap { index: PointerIndex::try_with_capacity(n, DefaultHashBuilder::default())?, hasher })
+        let index = Box::new(PointerIndex::try_with_capacity(n, FileHasher::random())?);
+        Ok(ByteMap { index, hasher, reclaimer: None })
     }
 
     /// Pin this thread: values read under the guard stay valid while it
@@ -841,7 +869,7 @@ impl<'m, S: BuildHasher> ByteNamespace<'m, S> {
             Probe::Inline(len) => (Shape::Inline(len), &[][..]),
             Probe::Stored(key) => (Shape::Entry, key),
         };
-        let p = Blob::try_new(stored, value)?;
+        let p = Blob::try_new(stored, value, self.map.index.heap)?;
         // SAFETY: just made, ours.
         unsafe { Fresh::new(shape, self.ns, p.as_ptr() as usize) }
     }
@@ -1132,7 +1160,7 @@ impl<'m, S: BuildHasher, B: AsRef<[u8]>> compute::Entries for KeyEntries<'_, 'm,
 /// A weakly consistent iterator over a [`ByteMap`]'s entries: see
 /// [`ByteMap::iter`].
 pub struct ByteIter<'g> {
-    inner: PointerIter<'g, DefaultHashBuilder>,
+    inner: PointerIter<'g, FileHasher>,
 }
 
 impl<'g> Iterator for ByteIter<'g> {
@@ -1239,7 +1267,7 @@ mod tests {
 
     #[test]
     fn blob_layout_and_contents() {
-        let p = Blob::try_new(b"key", b"value!").unwrap();
+        let p = Blob::try_new(b"key", b"value!", None).unwrap();
         // SAFETY: ours, freed below.
         unsafe {
             assert_eq!(Blob::key(p.as_ptr()), b"key");

@@ -26,6 +26,28 @@
 
 use super::Guard;
 use crate::error::Error;
+#[cfg(not(loom))]
+use crate::persist::heap::Heap;
+#[cfg(loom)]
+pub(crate) enum Heap {}
+#[cfg(loom)]
+impl Heap {
+    pub fn alloc(&self, _: usize) -> Result<usize, Error> {
+        match *self {}
+    }
+    pub fn free_unpublished(&self, _: usize) {
+        match *self {}
+    }
+    pub fn retiring(&self, _: usize) -> u64 {
+        match *self {}
+    }
+    pub fn free_retired(&self, _: usize, _: u64) {
+        match *self {}
+    }
+    pub fn close(&self) {
+        match *self {}
+    }
+}
 use core::alloc::Layout;
 use core::ptr::NonNull;
 
@@ -142,9 +164,76 @@ pub(crate) trait Element {
 }
 
 /// Value words whose keys share one key word: replaced whole (copy on
-/// write), never changed once published.
+/// write), never changed once published. One allocation: the length, then
+/// the words (so a persistent map's list is a heap block like a value's).
+#[repr(C)]
 pub(crate) struct List {
-    pub words: Vec<u64>,
+    len: usize,
+}
+
+/// The heap a persistent map allocates its elements in (None: the global
+/// allocator).
+pub(crate) type HeapRef = Option<&'static Heap>;
+
+impl List {
+    /// The value words.
+    #[inline(always)]
+    pub fn words(&self) -> &[u64] {
+        // SAFETY: `len` words follow the header in the list's allocation
+        // (made by `try_new`), immutable once published.
+        unsafe { core::slice::from_raw_parts((self as *const List).add(1).cast::<u64>(), self.len) }
+    }
+
+    fn layout(len: usize) -> Result<Layout, Error> {
+        Layout::array::<u64>(len + 1).map_err(|_| Error::AllocFailed { bytes: usize::MAX })
+    }
+
+    /// A fresh list of `words`, in `heap` or the global allocator.
+    pub fn try_new(words: &[u64], heap: HeapRef) -> Result<NonNull<List>, Error> {
+        let layout = Self::layout(words.len())?;
+        let p = match heap {
+            Some(h) => h.alloc(layout.size())? as *mut u8,
+            // SAFETY: at least one word, so not zero-sized.
+            None => unsafe { std::alloc::alloc(layout) },
+        };
+        let p = NonNull::new(p.cast::<List>()).ok_or(Error::AllocFailed { bytes: layout.size() })?;
+        // SAFETY: fresh memory of `layout`: the header, then the words.
+        unsafe {
+            p.as_ptr().write(List { len: words.len() });
+            p.as_ptr().add(1).cast::<u64>().copy_from_nonoverlapping(words.as_ptr(), words.len());
+        }
+        Ok(p)
+    }
+
+    /// Free the list container (not its elements).
+    ///
+    /// # Safety
+    /// `addr` is a list made by `try_new` that nothing can reach, never
+    /// published or out of the index and past reclamation; freed once.
+    pub unsafe fn free(addr: usize) {
+        if let Some(h) = heap_of(addr) {
+            h.free_unpublished(addr);
+            return;
+        }
+        // SAFETY: the caller's contract; the header gives the layout back.
+        unsafe {
+            let layout = Self::layout((*(addr as *const List)).len).expect("dlht invariant: its own layout");
+            std::alloc::dealloc(addr as *mut u8, layout);
+        }
+    }
+}
+
+/// The heap of the persistent map `addr` was allocated in, if any (one
+/// load where no persistent byte map was ever opened).
+#[inline]
+pub(crate) fn heap_of(addr: usize) -> HeapRef {
+    #[cfg(not(loom))]
+    return crate::persist::heap::lookup(addr);
+    #[cfg(loom)]
+    {
+        let _ = addr;
+        None
+    }
 }
 
 /// Move `v` into a fresh allocation of the global allocator, or report the
@@ -213,10 +302,52 @@ impl<E: Element> Drop for Fresh<E> {
 /// once; `E`'s contents may be dropped on any thread, after the map is
 /// gone (the maps' `Send + 'static` bounds).
 pub(crate) unsafe fn retire<E: Element>(w: ValueWord, guard: &Guard) {
+    // SAFETY: the caller's contract.
+    unsafe { retire_addr(w.addr(), E::free, guard) };
+}
+
+/// Hand the allocation at `addr` that left the index to epoch
+/// reclamation, to be freed with `free` — or, in a persistent map's heap,
+/// marked retired now and freed there with this incarnation's tag.
+///
+/// # Safety
+/// As for [`retire`].
+pub(crate) unsafe fn retire_addr(addr: usize, free: unsafe fn(usize), guard: &Guard) {
     // Retired by the bare address, not the tagged word: a leak checker
     // scanning pending garbage at exit then sees it reachable.
+    let free = match heap_of(addr) {
+        Some(h) => Free::Heap(h.retiring(addr)),
+        None => Free::Plain(free),
+    };
     // SAFETY: the caller's contract.
-    unsafe { guard.retire(w.addr(), E::free) };
+    unsafe { guard.retire(addr, free) };
+}
+
+/// How a retired allocation is freed.
+#[derive(Clone, Copy)]
+pub(crate) enum Free {
+    /// By this function.
+    Plain(unsafe fn(usize)),
+    /// In its persistent heap, if still in the incarnation of this tag.
+    Heap(u64),
+}
+
+impl Free {
+    /// Free `addr`.
+    ///
+    /// # Safety
+    /// `addr` was retired with this `Free`, and nothing can read it now.
+    pub unsafe fn run(self, addr: usize) {
+        match self {
+            // SAFETY: the caller's contract.
+            Free::Plain(f) => unsafe { f(addr) },
+            Free::Heap(tag) => {
+                if let Some(h) = heap_of(addr) {
+                    h.free_retired(addr, tag);
+                }
+            }
+        }
+    }
 }
 
 #[cfg(test)]

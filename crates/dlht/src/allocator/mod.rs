@@ -25,6 +25,7 @@ mod entry;
 mod owned;
 #[cfg(all(feature = "rayon", not(loom)))]
 mod par;
+mod persistent;
 mod pointers;
 
 pub use batch::{AllocRequest, AllocResponse, ByteRequest, ByteResponse};
@@ -163,7 +164,7 @@ impl Guard {
     /// # Safety
     /// No slot or list reachable from now on holds `addr`; it is retired
     /// once; `free(addr)` may run on any thread, after the map is gone.
-    pub(crate) unsafe fn retire(&self, addr: usize, free: unsafe fn(usize)) {
+    pub(crate) unsafe fn retire(&self, addr: usize, free: entry::Free) {
         let h = Held { addr, free };
         let h = match owned::registry() {
             Some(r) => match r.retire(h) {
@@ -185,7 +186,7 @@ impl Guard {
             // SAFETY: the caller's contract; a reference read under a pin is
             // dropped before the pin, so once every thread pinned now has
             // unpinned none remains.
-            unsafe { (h.free)(h.addr) }
+            unsafe { h.free.run(h.addr) }
         };
         match &self.kind {
             // SAFETY: as above.

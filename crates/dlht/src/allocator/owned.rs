@@ -31,11 +31,8 @@ use std::collections::BTreeSet;
 /// An element that left an index, with how to free it.
 pub(crate) struct Held {
     pub addr: usize,
-    /// Frees `addr`.
-    ///
-    /// # Safety
-    /// Called once, when no thread can read `addr` any more.
-    pub free: unsafe fn(usize),
+    /// Frees `addr` (run once, when no thread can read `addr` any more).
+    pub free: super::entry::Free,
 }
 
 /// Owned guards alive, and elements retired while some were.
@@ -207,7 +204,7 @@ mod models {
                 }
             });
             slot.store(0, Ordering::SeqCst); // the unlink
-            let h = Held { addr: 0, free: |_| {} };
+            let h = Held { addr: 0, free: super::entry::Free::Plain(|_| {}) };
             if reg.retire(h).is_some() {
                 free(&cell);
             }
@@ -231,7 +228,7 @@ mod models {
                 let given_back = r2.unregister(id).len();
                 f2.fetch_add(given_back, Ordering::Relaxed);
             });
-            let h = Held { addr: 0, free: |_| {} };
+            let h = Held { addr: 0, free: super::entry::Free::Plain(|_| {}) };
             if reg.retire(h).is_some() {
                 frees.fetch_add(1, Ordering::Relaxed);
             }

@@ -15,7 +15,7 @@
 //! and an element it read cannot be freed, hence not reused, until it
 //! unpins; two equal words therefore point to the same unchanged element.
 
-use super::entry::{retire, try_box, Element, List, Shape, ValueWord};
+use super::entry::{retire, retire_addr, Element, HeapRef, List, Shape, ValueWord};
 use super::Guard;
 use crate::driver::{self, or_panic};
 use crate::error::Error;
@@ -33,6 +33,9 @@ pub(crate) struct PointerIndex<E: Element, H: BuildHasher = SignatureMix> {
     index: Map<u64, u64, H>,
     /// Keys beyond the first of each key word (they live in lists).
     collided: AtomicIsize,
+    /// Where elements and lists are allocated: a persistent map's heap, or
+    /// (None) the global allocator.
+    pub heap: HeapRef,
     /// Owns the elements (for drop check and auto traits).
     _owns: PhantomData<Box<E>>,
 }
@@ -43,8 +46,32 @@ impl<E: Element, H: BuildHasher> PointerIndex<E, H> {
         Ok(PointerIndex {
             index: Map::try_with_capacity_and_hasher(n, hasher)?,
             collided: AtomicIsize::new(0),
+            heap: None,
             _owns: PhantomData,
         })
+    }
+
+    /// An index over `index` (a persistent map's, opened), allocating in
+    /// `heap`.
+    #[cfg_attr(loom, allow(dead_code))]
+    pub fn over(index: Map<u64, u64, H>, heap: HeapRef) -> Self {
+        PointerIndex { index, collided: AtomicIsize::new(0), heap, _owns: PhantomData }
+    }
+
+    /// In a persistent map, this thread pinned from before an unlink to
+    /// after the retirement that marks the element retired in the heap,
+    /// whatever guard the caller holds (an owned guard pins no thread): the
+    /// heap's reclamation waits out such pins before it frees blocks the
+    /// index did not reach (`persist::heap`).
+    #[inline(always)]
+    fn pin_for_heap(&self) -> Option<crossbeam_epoch::Guard> {
+        self.heap.map(|_| crossbeam_epoch::pin())
+    }
+
+    /// The index's map of key words to value words.
+    #[cfg_attr(loom, allow(dead_code))]
+    pub fn words(&self) -> &Map<u64, u64, H> {
+        &self.index
     }
 
     /// Bytes in use: the index's, and the elements' (see `Memory`).
@@ -62,7 +89,7 @@ impl<E: Element, H: BuildHasher> PointerIndex<E, H> {
         // SAFETY: a published list, retired only after its word left the
         // index, and freed only after the caller's guard unpins.
         let l = unsafe { &*(w.addr() as *const List) };
-        l.words.iter().map(|&e| ValueWord::from_bits(e)).find(|&e| is_mine(e))
+        l.words().iter().map(|&e| ValueWord::from_bits(e)).find(|&e| is_mine(e))
     }
 
     /// The element of key word `kw` that `is_mine`.
@@ -147,6 +174,7 @@ impl<E: Element, H: BuildHasher> PointerIndex<E, H> {
     /// Remove the element that `is_mine`: the element, retired (readable
     /// while `guard` lives).
     pub fn remove(&self, kw: u64, is_mine: &impl Fn(ValueWord) -> bool, guard: &Guard) -> Option<ValueWord> {
+        let _pinned = self.pin_for_heap();
         loop {
             let w = self.index.get(&kw)?;
             let old = self.find(w, is_mine, guard)?;
@@ -188,15 +216,23 @@ impl<E: Element, H: BuildHasher> PointerIndex<E, H> {
         new: ValueWord,
         guard: &Guard,
     ) -> Result<bool, Error> {
+        let _pinned = self.pin_for_heap();
         let (word, list) = if ValueWord::from_bits(w).shape() == Shape::List {
             // SAFETY: read under `guard`.
             let l = unsafe { &*(ValueWord::from_bits(w).addr() as *const List) };
-            list_word(try_vec(l.words.iter().map(|&e| if e == old.bits() { new.bits() } else { e }))?)?
+            list_word(
+                try_vec(l.words().iter().map(|&e| if e == old.bits() { new.bits() } else { e }))?,
+                self.heap,
+            )?
         } else {
             (new.bits(), None)
         };
         if !self.swap(kw, w, word, list) {
             return Ok(false);
+        }
+        #[cfg(not(loom))]
+        if self.heap.is_some() {
+            crate::persist::crash::at(crate::persist::crash::CrashPoint::BytesReplaced);
         }
         if list.is_some() {
             // SAFETY: the old list left the index by the swap.
@@ -219,8 +255,8 @@ impl<E: Element, H: BuildHasher> PointerIndex<E, H> {
             matches!(driver::update(&self.index, &kw, |cur| (cur == w).then_some(new)), Change::Changed(_));
         if !done {
             if let Some(l) = list {
-                // SAFETY: made by `try_box` and never published.
-                drop(unsafe { Box::from_raw(l.as_ptr()) });
+                // SAFETY: made by `List::try_new` and never published.
+                unsafe { List::free(l.as_ptr() as usize) };
             }
         }
         done
@@ -229,15 +265,16 @@ impl<E: Element, H: BuildHasher> PointerIndex<E, H> {
     /// Add `fresh` beside the elements of the slot word `w`, whose key word
     /// it shares; true if done.
     fn add_collided(&self, kw: u64, w: u64, fresh: ValueWord, guard: &Guard) -> Result<bool, Error> {
+        let _pinned = self.pin_for_heap();
         let in_list = ValueWord::from_bits(w).shape() == Shape::List;
         let words = if in_list {
             // SAFETY: read under `guard`.
             let l = unsafe { &*(ValueWord::from_bits(w).addr() as *const List) };
-            try_vec(l.words.iter().copied().chain([fresh.bits()]))?
+            try_vec(l.words().iter().copied().chain([fresh.bits()]))?
         } else {
             try_vec([w, fresh.bits()].into_iter())?
         };
-        let (new, list) = list_word(words)?;
+        let (new, list) = list_word(words, self.heap)?;
         if !self.swap(kw, w, new, list) {
             return Ok(false);
         }
@@ -255,11 +292,11 @@ impl<E: Element, H: BuildHasher> PointerIndex<E, H> {
     fn list_without(&self, w: u64, old: ValueWord) -> Result<NewWord, Error> {
         // SAFETY: the caller read `w` under its guard.
         let l = unsafe { &*(ValueWord::from_bits(w).addr() as *const List) };
-        let words = try_vec(l.words.iter().copied().filter(|&e| e != old.bits()))?;
+        let words = try_vec(l.words().iter().copied().filter(|&e| e != old.bits()))?;
         if let [one] = words[..] {
             return Ok((one, None));
         }
-        list_word(words)
+        list_word(words, self.heap)
     }
 
     /// Number of keys (as exact as [`Map::len`](crate::Map::len)).
@@ -334,7 +371,7 @@ impl<E: Element, H: BuildHasher + Sync> PointerIndex<E, H> {
             let vw = ValueWord::from_bits(w);
             let (one, list) = if vw.shape() == Shape::List {
                 // SAFETY: read under `guard` (see above).
-                (None, unsafe { &*(vw.addr() as *const List) }.words.as_slice())
+                (None, unsafe { &*(vw.addr() as *const List) }.words())
             } else {
                 (Some((kw, vw)), &[][..])
             };
@@ -355,14 +392,14 @@ fn try_vec<T>(items: impl Iterator<Item = T>) -> Result<Vec<T>, Error> {
     Ok(v)
 }
 
-/// A fresh list of `words` and its word.
-fn list_word(words: Vec<u64>) -> Result<NewWord, Error> {
-    let list = try_box(List { words })?;
+/// A fresh list of `words` (in `heap`, if any) and its word.
+fn list_word(words: Vec<u64>, heap: HeapRef) -> Result<NewWord, Error> {
+    let list = List::try_new(&words, heap)?;
     match ValueWord::new(Shape::List, 0, list.as_ptr() as usize) {
         Some(w) => Ok((w.bits(), Some(list))),
         None => {
             // SAFETY: just made, never published.
-            drop(unsafe { Box::from_raw(list.as_ptr()) });
+            unsafe { List::free(list.as_ptr() as usize) };
             Err(Error::Unsupported)
         }
     }
@@ -374,22 +411,19 @@ fn list_word(words: Vec<u64>) -> Result<NewWord, Error> {
 /// # Safety
 /// No slot reachable from now on holds `w`, the list's word; retired once.
 unsafe fn retire_list(w: u64, guard: &Guard) {
-    /// # Safety
-    /// `addr` is a list container nothing can reach, freed once.
-    unsafe fn free_list(addr: usize) {
-        // SAFETY: the caller's contract; dropping a list frees its vector
-        // only.
-        drop(unsafe { Box::from_raw(addr as *mut List) });
-    }
-    // SAFETY: the caller's contract.
-    unsafe { guard.retire(ValueWord::from_bits(w).addr(), free_list) };
+    // SAFETY: the caller's contract (`List::free`'s, once reclaimed).
+    unsafe { retire_addr(ValueWord::from_bits(w).addr(), List::free, guard) };
 }
 
 impl<E: Element, H: BuildHasher> Drop for PointerIndex<E, H> {
     fn drop(&mut self) {
         // &mut self: no thread is inside, no reference to an element
         // remains (each borrowed the map), and retired elements are
-        // reclamation's.
+        // reclamation's. A persistent map's elements stay in its heap's
+        // file: dropping the map closes it.
+        if self.heap.is_some() {
+            return;
+        }
         for (_, w) in self.index.iter() {
             let vw = ValueWord::from_bits(w);
             if vw.shape() != Shape::List {
@@ -398,11 +432,13 @@ impl<E: Element, H: BuildHasher> Drop for PointerIndex<E, H> {
                 continue;
             }
             // SAFETY: as above, the list and each of its elements.
-            let l = unsafe { Box::from_raw(vw.addr() as *mut List) };
-            for &e in &l.words {
+            let l = unsafe { &*(vw.addr() as *const List) };
+            for &e in l.words() {
                 // SAFETY: as above.
                 unsafe { E::free(ValueWord::from_bits(e).addr()) };
             }
+            // SAFETY: as above; its words were read before.
+            unsafe { List::free(vw.addr()) };
         }
     }
 }
@@ -439,7 +475,7 @@ impl<H: BuildHasher> Iterator for PointerIter<'_, H> {
     fn next(&mut self) -> Option<Self::Item> {
         loop {
             if let Some((kw, l, i)) = self.list {
-                if let Some(&e) = l.words.get(i) {
+                if let Some(&e) = l.words().get(i) {
                     self.list = Some((kw, l, i + 1));
                     return Some((kw, ValueWord::from_bits(e)));
                 }

@@ -47,9 +47,14 @@ impl<K: Inline, V: Inline> Map<K, V, FileHasher> {
     /// [`open`](Self::open) with options: the capacity of a map made anew,
     /// the durability mode.
     pub fn open_with(dir: impl AsRef<Path>, options: OpenOptions) -> Result<Self, Error> {
+        Self::open_kind(dir.as_ref(), options, MapKind::Inlined)
+    }
+
+    /// Open a map of `kind` (the index of a byte map is one of words).
+    pub(crate) fn open_kind(dir: &Path, options: OpenOptions, kind: MapKind) -> Result<Self, Error> {
         let started = Instant::now();
         let bins = driver::bins_for(options.capacity)?.max(DEFAULT_BINS);
-        let opened = MapFile::open(dir.as_ref(), MapKind::Inlined, size_of::<K>(), size_of::<V>(), bins)?;
+        let opened = MapFile::open(dir, kind, size_of::<K>(), size_of::<V>(), bins, options.heap_bytes)?;
         let hasher = FileHasher::new(opened.seed, opened.secrets);
         let hash = |w: u64| hasher.hash_one(w);
         opened.file.check_hash(hash)?;
@@ -102,7 +107,7 @@ impl<K: Inline, V: Inline> Map<K, V, FileHasher> {
         self.file().recovery()
     }
 
-    fn file(&self) -> &MapFile {
+    pub(crate) fn file(&self) -> &MapFile {
         self.core.persist().expect("dlht invariant: a FileMap has files")
     }
 }

@@ -39,12 +39,20 @@ pub enum CrashPoint {
     ResizeAttached,
     /// Resize R4: the file names the new index; not yet current in memory.
     ResizePublished,
+    /// Heap allocation: a block taken from a free list or a new slab, not
+    /// yet marked live.
+    HeapAllocated,
+    /// Heap allocation: a block live and filled, not yet linked.
+    HeapFilled,
+    /// Allocator-mode replace: the new value's word is in the index, the
+    /// old value not yet retired.
+    BytesReplaced,
 }
 
 #[cfg_attr(not(any(feature = "crash-points", feature = "internals")), allow(dead_code))]
 impl CrashPoint {
     /// Every point, in protocol order.
-    pub const ALL: [CrashPoint; 15] = [
+    pub const ALL: [CrashPoint; 18] = [
         CrashPoint::InsertClaimed,
         CrashPoint::InsertCommitted,
         CrashPoint::InsertPublished,
@@ -60,6 +68,9 @@ impl CrashPoint {
         CrashPoint::MergeClaimed,
         CrashPoint::ResizeAttached,
         CrashPoint::ResizePublished,
+        CrashPoint::HeapAllocated,
+        CrashPoint::HeapFilled,
+        CrashPoint::BytesReplaced,
     ];
 
     /// The point's name in `DLHT_CRASH_AT`.
@@ -80,6 +91,9 @@ impl CrashPoint {
             CrashPoint::MergeClaimed => "merge-claimed",
             CrashPoint::ResizeAttached => "resize-attached",
             CrashPoint::ResizePublished => "resize-published",
+            CrashPoint::HeapAllocated => "heap-allocated",
+            CrashPoint::HeapFilled => "heap-filled",
+            CrashPoint::BytesReplaced => "bytes-replaced",
         }
     }
 }

@@ -39,6 +39,22 @@ impl FileHasher {
     }
 }
 
+impl FileHasher {
+    /// A hasher with a fresh seed and this process's secrets (drawn once):
+    /// an in-memory map's, keyed like a persistent one's.
+    pub fn random() -> FileHasher {
+        static SECRETS: std::sync::OnceLock<[u64; 7]> = std::sync::OnceLock::new();
+        let (seed, secrets) = fresh_keys();
+        FileHasher::new(seed, *SECRETS.get_or_init(|| secrets))
+    }
+
+    /// The hasher of signatures of a persistent byte map keyed by `seed`
+    /// and `secrets` (a seed of its own, derived).
+    pub fn for_signatures(seed: u64, secrets: [u64; 7]) -> FileHasher {
+        FileHasher::new(seed.rotate_left(32) ^ 0x5349_474e_4154_5552, secrets)
+    }
+}
+
 impl BuildHasher for FileHasher {
     type Hasher = <rapidhash::quality::SeedableState<'static> as BuildHasher>::Hasher;
 

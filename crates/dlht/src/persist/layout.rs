@@ -85,6 +85,9 @@ impl ShadowCell {
 pub enum MapKind {
     /// [`Map`](crate::Map): keys and values inline, of the sizes recorded.
     Inlined = 1,
+    /// [`ByteMap`](crate::ByteMap): an index of key words to value words,
+    /// and the value heap `heap.dlht` (`persist::heap`).
+    Bytes = 2,
 }
 
 /// Page 0 of the map file.

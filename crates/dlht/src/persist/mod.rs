@@ -24,6 +24,8 @@ pub mod cell;
 pub mod crash;
 pub mod files;
 #[cfg(not(loom))]
+pub mod heap;
+#[cfg(not(loom))]
 pub mod index_file;
 pub mod layout;
 #[cfg(not(loom))]
@@ -170,11 +172,16 @@ mod imp {
     pub struct OpenOptions {
         pub(crate) capacity: usize,
         pub(crate) durability: Durability,
+        pub(crate) heap_bytes: u64,
     }
 
     impl Default for OpenOptions {
         fn default() -> Self {
-            OpenOptions { capacity: 0, durability: Durability::Process }
+            OpenOptions {
+                capacity: 0,
+                durability: Durability::Process,
+                heap_bytes: super::heap::DEFAULT_HEAP_BYTES,
+            }
         }
     }
 
@@ -195,6 +202,15 @@ mod imp {
         /// The durability mode (see [`Durability`]).
         pub fn durability(mut self, d: Durability) -> Self {
             self.durability = d;
+            self
+        }
+
+        /// The most bytes a [`ByteMap`](crate::ByteMap) made anew may keep
+        /// in its value heap (default 64 GiB; an existing map keeps its
+        /// size). The heap file has this length from the start, sparse:
+        /// disk is taken only as values are stored.
+        pub fn heap_bytes(mut self, bytes: u64) -> Self {
+            self.heap_bytes = bytes;
             self
         }
     }
@@ -270,6 +286,7 @@ mod imp {
             key_bytes: usize,
             value_bytes: usize,
             bins: usize,
+            heap_bytes: u64,
         ) -> Result<Opened, Error> {
             let started = Instant::now();
             let lock = DirLock::take(dir)?;
@@ -277,7 +294,7 @@ mod imp {
             let path = dir.dir().join(files::MAP_FILE);
             let fresh = !path.exists();
             if fresh {
-                Self::make(&dir, kind, key_bytes, value_bytes, bins)?;
+                Self::make(&dir, kind, key_bytes, value_bytes, bins, heap_bytes)?;
             }
             let (file, len) = files::open_rw(&path, "opening the map file")?;
             if len < MAP_FILE_BYTES as u64 {
@@ -320,9 +337,14 @@ mod imp {
             key_bytes: usize,
             value_bytes: usize,
             bins: usize,
+            heap_bytes: u64,
         ) -> Result<(), Error> {
             for old in files::index_generations(dir.dir())? {
                 files::remove(&dir.dir().join(files::index_file_name(old)));
+            }
+            files::remove(&dir.dir().join(super::heap::HEAP_FILE));
+            if kind == MapKind::Bytes {
+                super::heap::Heap::create(dir.dir(), heap_bytes)?;
             }
             let tmp = dir.dir().join("map.dlht.tmp");
             let file = files::create_zeroed(&tmp, MAP_FILE_BYTES)?;
@@ -587,5 +609,4 @@ mod imp {
     }
 }
 
-#[cfg(not(loom))]
 pub mod hasher;

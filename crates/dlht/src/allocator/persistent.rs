@@ -1,0 +1,201 @@
+//! Opening a [`ByteMap`] kept in files: its index is a persistent
+//! [`Map`](crate::Map) of key words to value words, its blobs and lists
+//! live in the value heap (`persist::heap`), mapped at a fixed base so a
+//! value word's address is the same in every process that opens the map.
+//!
+//! After each open a background thread gives back the heap blocks no
+//! index entry reaches ([`Reclaimer`]): a crash leaks the blocks threads
+//! had allocated but not linked, and those unlinked but still waiting for
+//! epoch reclamation.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// A persistent byte map's background reclamation: stopped and joined
+/// when the map is dropped.
+pub(crate) struct Reclaimer {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Reclaimer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+#[cfg(not(loom))]
+mod imp {
+    use super::*;
+    use crate::allocator::bytes::Blob;
+    use crate::allocator::bytes::ByteMap;
+    use crate::allocator::entry::{List, Shape, ValueWord};
+    use crate::allocator::pointers::PointerIndex;
+    use crate::allocator::Guard;
+    use crate::error::Error;
+    use crate::map::Map;
+    use crate::persist::hasher::FileHasher;
+    use crate::persist::heap::{Heap, HeapReclaim};
+    use crate::persist::layout::MapKind;
+    use crate::persist::{OpenOptions, Recovery};
+    use std::path::Path;
+    use std::time::Duration;
+
+    /// The index of a boxed `PointerIndex`, sent to the reclaiming thread:
+    /// the box outlives the thread (the map joins it before dropping it).
+    struct IndexPtr(*const PointerIndex<Blob, FileHasher>);
+    // SAFETY: a PointerIndex is Sync; the pointer is read-only and the
+    // pointee outlives the thread (see above).
+    unsafe impl Send for IndexPtr {}
+
+    impl ByteMap<FileHasher> {
+        /// Open the byte map kept in directory `dir`, or make one there (the
+        /// directory too): index, value heap and all. As for
+        /// [`Map::open`](crate::Map::open), every write whose call returned
+        /// is there after the process dies, however it dies, and the map
+        /// serves as soon as the threads' unfinished work is finished or
+        /// undone; heap blocks a crash left unreachable are given back by a
+        /// background thread while the map serves
+        /// ([`heap_reclaim`](Self::heap_reclaim)).
+        ///
+        /// The heap is mapped at the address it had when it was made (see
+        /// `docs/DESIGN.md`, "Persistent byte maps"): if that range is taken
+        /// in this process, the open fails with [`Error::Io`].
+        ///
+        /// ```
+        /// let dir = std::env::temp_dir().join(format!("dlht-doc-bytes-{}", std::process::id()));
+        /// # let _ = std::fs::remove_dir_all(&dir);
+        /// {
+        ///     let m = dlht::FileByteMap::open(&dir).unwrap();
+        ///     let g = m.guard();
+        ///     m.insert(b"user:1", b"ada", &g).unwrap().unwrap();
+        /// } // closed
+        /// let m = dlht::FileByteMap::open(&dir).unwrap();
+        /// assert_eq!(m.get(b"user:1", &m.guard()).as_deref(), Some(&b"ada"[..]));
+        /// # drop(m);
+        /// # std::fs::remove_dir_all(&dir).unwrap();
+        /// ```
+        pub fn open(dir: impl AsRef<Path>) -> Result<Self, Error> {
+            Self::open_with(dir, OpenOptions::new())
+        }
+
+        /// [`open`](Self::open) with options: capacity, durability and heap
+        /// size of a map made anew ([`OpenOptions`]).
+        pub fn open_with(dir: impl AsRef<Path>, options: OpenOptions) -> Result<Self, Error> {
+            let dir = dir.as_ref();
+            Heap::check_file(dir)?;
+            let index = Map::<u64, u64, FileHasher>::open_kind(dir, options, MapKind::Bytes)?;
+            let heap = Heap::open(dir)?;
+            let h = index.file().header();
+            let hasher = FileHasher::for_signatures(h.seed, h.secrets);
+            let index = Box::new(PointerIndex::over(index, Some(heap)));
+            let slabs_at_open = heap.slabs_used();
+            let stop = Arc::new(AtomicBool::new(false));
+            let (ptr, s) = (IndexPtr(&*index), stop.clone());
+            let thread = std::thread::Builder::new()
+                .name("dlht-reclaim".into())
+                .spawn(move || {
+                    let ptr = ptr;
+                    // SAFETY: see `IndexPtr`.
+                    reclaim(unsafe { &*ptr.0 }, heap, slabs_at_open, &s)
+                })
+                .map_err(crate::persist::files::io("starting the heap's reclaiming thread"));
+            let thread = match thread {
+                Ok(t) => t,
+                Err(e) => {
+                    heap.close();
+                    return Err(e);
+                }
+            };
+            Ok(ByteMap { index, hasher, reclaimer: Some(Reclaimer { stop, thread: Some(thread) }) })
+        }
+
+        /// Write every change so far to disk and wait (index and heap): see
+        /// [`Map::sync`](crate::Map::sync).
+        pub fn sync(&self) -> Result<(), Error> {
+            self.heap().sync()?;
+            self.index.words().sync()
+        }
+
+        /// Wait until every write that returned before this call survives
+        /// a crash of the machine: see [`Map::durable`](crate::Map::durable).
+        /// The heap is synced by the caller, then the index by its group
+        /// commit (a value is on disk before the index entry naming it).
+        pub fn durable(&self) -> Result<(), Error> {
+            self.heap().sync()?;
+            self.index.words().durable()
+        }
+
+        /// What the open found and what recovery of the index did.
+        pub fn recovery(&self) -> Recovery {
+            self.index.words().recovery()
+        }
+
+        /// What the background reclamation of the heap has done so far.
+        pub fn heap_reclaim(&self) -> HeapReclaim {
+            self.heap().reclaim_state()
+        }
+
+        /// Wait until the background reclamation has finished (for tests
+        /// and tools; the map serves meanwhile).
+        pub fn wait_heap_reclaimed(&self) -> HeapReclaim {
+            while !self.heap().reclaim_state().done {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            self.heap_reclaim()
+        }
+
+        fn heap(&self) -> &'static Heap {
+            self.index.heap.expect("dlht invariant: a persistent byte map has a heap")
+        }
+    }
+
+    /// The reclamation pass: mark every block the index reaches as this
+    /// incarnation's, wait until every thread pinned during the walk has
+    /// unpinned (each removal of a block the walk missed has marked it
+    /// retired by then: removals of a persistent map run pinned), then
+    /// sweep the slabs that existed at the open.
+    fn reclaim(
+        index: &PointerIndex<Blob, FileHasher>,
+        heap: &'static Heap,
+        slabs_at_open: usize,
+        stop: &AtomicBool,
+    ) {
+        {
+            let _g = Guard::pin();
+            for (_, w) in index.words().iter() {
+                if stop.load(Ordering::Relaxed) {
+                    return;
+                }
+                let vw = ValueWord::from_bits(w);
+                heap.mark(vw.addr());
+                if vw.shape() == Shape::List {
+                    // SAFETY: read from the index under `_g`: a published
+                    // list, not freed while pinned.
+                    let l = unsafe { &*(vw.addr() as *const List) };
+                    for &e in l.words() {
+                        heap.mark(ValueWord::from_bits(e).addr());
+                    }
+                }
+            }
+        }
+        let passed = Arc::new(AtomicBool::new(false));
+        {
+            let g = crossbeam_epoch::pin();
+            let p = passed.clone();
+            g.defer(move || p.store(true, Ordering::Release));
+            g.flush();
+        }
+        while !passed.load(Ordering::Acquire) {
+            if stop.load(Ordering::Relaxed) {
+                return;
+            }
+            crossbeam_epoch::pin().flush();
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        heap.sweep(slabs_at_open);
+    }
+}

@@ -1,0 +1,661 @@
+//! Persistent byte maps (`FileByteMap`): reopening with values, long keys,
+//! collision-free namespaces and large values; the heap's reuse of freed
+//! blocks; its background reclamation of blocks a crash leaked; the kill -9
+//! harness (a child writes under load and acknowledges each write that
+//! returned; the parent kills it, reopens, checks every acknowledged write
+//! and that nothing else appeared); and the heap's named crash points.
+//!
+//! `DLHT_CRASH_KILLS=N` runs N kills (default 200).
+
+use dlht::{Error, FileByteMap, OpenOptions};
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn fresh_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("dlht-bytes-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+/// Every pair of namespace 0, as owned bytes.
+fn contents(m: &FileByteMap) -> HashMap<Vec<u8>, Vec<u8>> {
+    let g = m.guard();
+    m.iter(&g).filter(|(ns, _, _)| *ns == 0).map(|(_, k, v)| (k.to_vec(), v.to_vec())).collect()
+}
+
+fn splitmix(s: &mut u64) -> u64 {
+    *s = s.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *s;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// Key `j` of thread `t`: short (inline in the slot) or long (a signature
+/// and a stored key), by `j`.
+fn key(t: u64, j: u64) -> Vec<u8> {
+    if j % 3 == 0 {
+        format!("k{t}:{j}").into_bytes()
+    } else {
+        format!("a longer key of thread {t}, number {j}").into_bytes()
+    }
+}
+
+/// A value drawn from `r`: mostly small, some of a few KiB, a few large
+/// (a run of heap slabs); its bytes say which draw made it.
+fn value(r: u64) -> Vec<u8> {
+    let len = match r % 64 {
+        0 => 20_000 + (r >> 8) as usize % 50_000,
+        1..=6 => 1_000 + (r >> 8) as usize % 5_000,
+        _ => (r >> 8) as usize % 200,
+    };
+    let mut v = r.to_le_bytes().repeat(len / 8 + 1);
+    v.truncate(len);
+    v
+}
+
+#[test]
+fn a_closed_byte_map_reopens_with_every_value() {
+    let dir = fresh_dir("reopen");
+    let mut model = HashMap::new();
+    let mut s = 1u64;
+    // A small heap: under valgrind, mapping 64 GiB costs minutes.
+    let small = || OpenOptions::new().heap_bytes(256 << 20);
+    for round in 0..4u64 {
+        let m = FileByteMap::open_with(&dir, small()).unwrap();
+        assert!(contents(&m) == model, "round {round}: not what was written");
+        assert!(!m.recovery().crashed);
+        let g = m.guard();
+        for j in 0..3000u64 {
+            let r = splitmix(&mut s);
+            let k = key(0, r % 2000);
+            match r % 5 {
+                0 => {
+                    m.remove(&k, &g);
+                    model.remove(&k);
+                }
+                _ => {
+                    let v = value(splitmix(&mut s));
+                    m.upsert(&k, &v, &g).unwrap();
+                    model.insert(k, v);
+                }
+            }
+            if j % 1000 == 0 {
+                m.reserve(j as usize); // grows while values are live
+            }
+        }
+        let (users, groups) = (m.namespace(1).unwrap(), m.namespace(2).unwrap());
+        users.upsert(b"7", b"ada", &g).unwrap();
+        groups.upsert(b"7", format!("admins {round}").as_bytes(), &g).unwrap();
+        assert_eq!(m.len(), model.len() + 2);
+        drop(g);
+        drop(m);
+        let m = FileByteMap::open(&dir).unwrap();
+        let g = m.guard();
+        assert_eq!(m.namespace(1).unwrap().get(b"7", &g).as_deref(), Some(&b"ada"[..]));
+        let want = format!("admins {round}");
+        assert_eq!(m.namespace(2).unwrap().get(b"7", &g).as_deref(), Some(want.as_bytes()));
+    }
+    let m = FileByteMap::open(&dir).unwrap();
+    assert!(contents(&m) == model, "not what was written");
+    assert!(matches!(FileByteMap::open(&dir), Err(Error::Locked)));
+    // An inlined map's directory is not a byte map's, and the other way.
+    assert!(matches!(dlht::FileMap::<u64, u64>::open(&dir), Err(Error::Locked)));
+    drop(m);
+    assert!(matches!(dlht::FileMap::<u64, u64>::open(&dir), Err(Error::Incompatible { .. })));
+    let other = fresh_dir("reopen-inlined");
+    drop(dlht::FileMap::<u64, u64>::open(&other).unwrap());
+    assert!(matches!(FileByteMap::open(&other), Err(Error::Incompatible { .. })));
+    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::remove_dir_all(&other).unwrap();
+}
+
+/// Blocks freed by removals and replacements are used again: a churn of
+/// upserts and removes over a fixed key set does not grow the heap file's
+/// used part without bound.
+#[test]
+fn freed_blocks_are_reused() {
+    let dir = fresh_dir("reuse");
+    let m = FileByteMap::open(&dir).unwrap();
+    let mut s = 7u64;
+    let mut after_first = 0;
+    for round in 0..12 {
+        // A guard per operation, as a server's requests have: epoch
+        // reclamation frees as threads pin.
+        for j in 0..20_000u64 {
+            let v = value(splitmix(&mut s) & !63 | 7); // small values only
+            m.upsert(&key(1, j), &v, &m.guard()).unwrap();
+        }
+        for j in (0..20_000u64).step_by(2) {
+            m.remove(&key(1, j), &m.guard());
+        }
+        for _ in 0..10_000 {
+            drop(m.guard());
+        }
+        let bytes = allocated_bytes(&dir);
+        if round == 3 {
+            after_first = bytes;
+        }
+        if round > 3 {
+            assert!(
+                bytes <= after_first * 3 / 2,
+                "round {round}: {bytes} bytes of heap, {after_first} at round 3"
+            );
+        }
+    }
+    drop(m);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Bytes of the heap file that are allocated on disk (it is sparse).
+fn allocated_bytes(dir: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(dir.join("heap.dlht")).unwrap().blocks() * 512
+}
+
+/// A child for the reclamation test: write values, then allocate blocks
+/// that are never linked (the crash point aborts after a block is filled,
+/// before it is linked).
+#[test]
+fn leak_child() {
+    let Ok(dir) = std::env::var("DLHT_LEAK_CHILD") else { return };
+    let m = FileByteMap::open(&dir).unwrap();
+    let g = m.guard();
+    for j in 0..1000u64 {
+        m.upsert(&key(2, j), b"kept", &g).unwrap();
+    }
+    for j in 0..1000u64 {
+        m.remove(&key(2, j), &g); // retired: pending when the process dies
+    }
+    println!("\nwritten");
+    m.upsert(b"never linked", b"x", &g).unwrap(); // DLHT_CRASH_AT=heap-filled:1
+}
+
+#[test]
+fn blocks_a_crash_leaked_are_reclaimed_in_the_background() {
+    use std::os::unix::process::ExitStatusExt;
+    let dir = fresh_dir("leak");
+    drop(FileByteMap::open(&dir).unwrap());
+    let status = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "leak_child", "--nocapture", "--test-threads=1"])
+        .env("DLHT_LEAK_CHILD", &dir)
+        .env("DLHT_CRASH_AT", "heap-filled:1001")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert_eq!(status.signal(), Some(libc::SIGABRT), "the child did not crash at the point");
+    let m = FileByteMap::open(&dir).unwrap();
+    assert!(m.recovery().crashed);
+    assert_eq!(m.len(), 0);
+    let r = m.wait_heap_reclaimed();
+    // The unlinked block, and the removed ones epoch reclamation had not
+    // freed yet (all of them, or most: some may have been freed).
+    assert!(r.blocks_freed >= 1, "{r:?}");
+    drop(m);
+    // A clean reopen finds nothing more to free.
+    let m = FileByteMap::open(&dir).unwrap();
+    let r = m.wait_heap_reclaimed();
+    assert_eq!(r.blocks_freed, 0, "{r:?}");
+    drop(m);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+const THREADS: u64 = 3;
+
+#[derive(Clone, Debug)]
+enum Op {
+    Insert(Vec<u8>, Vec<u8>),
+    Upsert(Vec<u8>, Vec<u8>),
+    Put(Vec<u8>, Vec<u8>),
+    Remove(Vec<u8>),
+    /// A batch of upserts (through the prefetching pipeline).
+    Batch(Vec<(Vec<u8>, Vec<u8>)>),
+}
+
+impl Op {
+    fn keys(&self) -> Vec<&[u8]> {
+        match self {
+            Op::Insert(k, _) | Op::Upsert(k, _) | Op::Put(k, _) | Op::Remove(k) => vec![k],
+            Op::Batch(kv) => kv.iter().map(|(k, _)| &k[..]).collect(),
+        }
+    }
+
+    fn apply(&self, m: &mut HashMap<Vec<u8>, Vec<u8>>) {
+        match self {
+            Op::Insert(k, v) => {
+                m.entry(k.clone()).or_insert(v.clone());
+            }
+            Op::Upsert(k, v) => {
+                m.insert(k.clone(), v.clone());
+            }
+            Op::Put(k, v) => {
+                if let Some(x) = m.get_mut(k) {
+                    *x = v.clone();
+                }
+            }
+            Op::Remove(k) => {
+                m.remove(k);
+            }
+            Op::Batch(kv) => {
+                for (k, v) in kv {
+                    m.insert(k.clone(), v.clone());
+                }
+            }
+        }
+    }
+
+    fn run(&self, m: &FileByteMap) {
+        let g = m.guard();
+        match self {
+            Op::Insert(k, v) => {
+                let _ = m.insert(k, v, &g).unwrap();
+            }
+            Op::Upsert(k, v) => {
+                m.upsert(k, v, &g).unwrap();
+            }
+            Op::Put(k, v) => {
+                m.put(k, v, &g).unwrap();
+            }
+            Op::Remove(k) => {
+                m.remove(k, &g);
+            }
+            Op::Batch(kv) => {
+                let reqs: Vec<_> = kv.iter().map(|(k, v)| dlht::ByteRequest::Upsert(k, v)).collect();
+                let mut out = vec![dlht::ByteResponse::NotExecuted; reqs.len()];
+                m.batch(&reqs, &mut out, dlht::StopOn::Never, dlht::Access::Locate, &g).unwrap();
+            }
+        }
+    }
+}
+
+/// The ops of thread `t` (its own keys, so the parent can replay them in
+/// order); a seed with its low bit 0 fills and drains, so the index grows
+/// and shrinks under live values.
+fn ops(seed: u64, t: u64, keys: u64) -> impl Iterator<Item = Op> {
+    let mut s = seed ^ (t << 56);
+    let fill_drain = seed & 1 == 0;
+    let mut n = 0u64;
+    std::iter::from_fn(move || {
+        if fill_drain {
+            let (round, j) = (n / keys, n % keys);
+            n += 1;
+            let k = key(t, j);
+            return Some(if round % 2 == 0 { Op::Insert(k, value(splitmix(&mut s))) } else { Op::Remove(k) });
+        }
+        let r = splitmix(&mut s);
+        let k = key(t, (r >> 8) % keys);
+        let v = value(splitmix(&mut s));
+        Some(match r % 10 {
+            0..=2 => Op::Insert(k, v),
+            3 | 4 => Op::Upsert(k, v),
+            5 => Op::Put(k, v),
+            6 | 7 => Op::Remove(k),
+            _ => Op::Batch(
+                (0..8)
+                    .map(|i| (key(t, (r >> 8).wrapping_add(i * 7919) % keys), value(splitmix(&mut s))))
+                    .collect(),
+            ),
+        })
+    })
+}
+
+/// The child: open the map and write until killed, acknowledging each
+/// returned op on stdout as `ack <thread> <n>` with one write(2) each.
+#[test]
+fn bytes_crash_child() {
+    let Ok(spec) = std::env::var("DLHT_BYTES_CHILD") else { return };
+    let mut parts = spec.split(',');
+    let dir = PathBuf::from(parts.next().unwrap());
+    let seed: u64 = parts.next().unwrap().parse().unwrap();
+    let keys: u64 = parts.next().unwrap().parse().unwrap();
+    let m = FileByteMap::open_with(&dir, OpenOptions::new().heap_bytes(1 << 30)).unwrap();
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            let m = &m;
+            s.spawn(move || {
+                for (n, op) in ops(seed, t, keys).enumerate() {
+                    op.run(m);
+                    let line = format!("ack {t} {n}\n");
+                    // SAFETY: writing a buffer we own to stdout.
+                    let w = unsafe { libc::write(1, line.as_ptr() as *const libc::c_void, line.len()) };
+                    assert_eq!(w, line.len() as isize);
+                }
+            });
+        }
+    });
+}
+
+fn kills() -> usize {
+    std::env::var("DLHT_CRASH_KILLS").ok().and_then(|s| s.parse().ok()).unwrap_or(200)
+}
+
+type Acks = [Option<u64>; THREADS as usize];
+type Pairs = HashMap<Vec<u8>, Vec<u8>>;
+
+fn spawn_child(
+    dir: &Path,
+    run_seed: u64,
+    keys: u64,
+    env: Option<(&str, String)>,
+) -> (std::process::Child, std::thread::JoinHandle<Acks>) {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--exact", "bytes_crash_child", "--nocapture", "--test-threads=1"])
+        .env("DLHT_BYTES_CHILD", format!("{},{run_seed},{keys}", dir.display()))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    if let Some((k, v)) = env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().unwrap();
+    let out = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut acked = [None::<u64>; THREADS as usize];
+        for line in BufReader::new(out).lines() {
+            let Ok(line) = line else { break };
+            let Some(at) = line.find("ack ") else { continue };
+            let mut w = line[at..].split(' ');
+            w.next();
+            let t: usize = w.next().unwrap().parse().unwrap();
+            let n: u64 = w.next().unwrap().parse().unwrap();
+            acked[t] = Some(acked[t].map_or(n, |a| a.max(n)));
+        }
+        acked
+    });
+    (child, reader)
+}
+
+/// Reopen after a child of `run_seed` died having acknowledged `acked`:
+/// the map holds `model` plus every acknowledged op, each thread's next op
+/// done or not (a batch: each of its pairs), nothing else, every value
+/// whole; it takes writes, and its reclamation finishes. Returns the
+/// contents and what recovery reported.
+fn check_after_crash(
+    dir: &Path,
+    what: &str,
+    model: &HashMap<Vec<u8>, Vec<u8>>,
+    run_seed: u64,
+    keys: u64,
+    acked: Acks,
+) -> Option<(Pairs, dlht::Recovery, usize)> {
+    let mut model = model.clone();
+    let mut in_flight = Vec::new();
+    for t in 0..THREADS {
+        let mut it = ops(run_seed, t, keys);
+        if let Some(n) = acked[t as usize] {
+            for _ in 0..=n {
+                it.next().unwrap().apply(&mut model);
+            }
+        }
+        in_flight.push(it.next().unwrap());
+    }
+    let m = match FileByteMap::open(dir) {
+        Ok(m) => m,
+        Err(e) => {
+            assert!(acked.iter().all(|a| a.is_none()), "{what}: reopen failed: {e}");
+            return None;
+        }
+    };
+    let r = m.recovery();
+    let got = contents(&m);
+    let flight: Vec<&[u8]> = in_flight.iter().flat_map(|op| op.keys()).collect();
+    for (k, v) in &model {
+        if !flight.contains(&&k[..]) {
+            assert!(
+                got.get(k) == Some(v),
+                "{what}: key {:?} lost or changed ({r:?})",
+                String::from_utf8_lossy(k)
+            );
+        }
+    }
+    for k in got.keys() {
+        if !flight.contains(&&k[..]) {
+            assert!(model.contains_key(k), "{what}: key {:?} appeared ({r:?})", String::from_utf8_lossy(k));
+        }
+    }
+    for op in &in_flight {
+        for k in op.keys() {
+            let before = model.get(k).cloned();
+            let mut one: HashMap<Vec<u8>, Vec<u8>> =
+                before.clone().map(|v| (k.to_vec(), v)).into_iter().collect();
+            // The op's effect on this key alone (a batch's last pair of it).
+            match op {
+                Op::Batch(kv) => {
+                    for (bk, bv) in kv.iter().filter(|(bk, _)| bk == k) {
+                        one.insert(bk.clone(), bv.clone());
+                    }
+                }
+                _ => op.apply(&mut one),
+            }
+            let now = got.get(k).cloned();
+            let after = one.get(k).cloned();
+            // A batch's pair of a key it holds twice may land on the first value.
+            let first = match op {
+                Op::Batch(kv) => kv.iter().find(|(bk, _)| bk == k).map(|(_, v)| v.clone()),
+                _ => None,
+            };
+            assert!(
+                now == before || now == after || (first.is_some() && now == first),
+                "{what}: key {:?} is torn or unexpected ({} bytes)",
+                String::from_utf8_lossy(k),
+                now.map_or(0, |v| v.len())
+            );
+        }
+    }
+    let g = m.guard();
+    assert_eq!(m.iter(&g).count(), got.len(), "{what}: a key appears twice");
+    drop(g);
+    // Usable: a fresh key written and read back, and every in-flight key
+    // written (an insert left pending would wait forever: bounded).
+    let m = std::sync::Arc::new(m);
+    let (m2, (tx, rx)) = (m.clone(), std::sync::mpsc::channel());
+    let flight_owned: Vec<Vec<u8>> = flight.iter().map(|k| k.to_vec()).collect();
+    let got2 = got.clone();
+    let h = std::thread::spawn(move || {
+        let g = m2.guard();
+        m2.upsert(b"fresh key, no run's", b"v", &g).unwrap();
+        assert_eq!(m2.remove(b"fresh key, no run's", &g).as_deref(), Some(&b"v"[..]));
+        for k in &flight_owned {
+            m2.upsert(k, b"probe", &g).unwrap();
+            match got2.get(k) {
+                Some(v) => drop(m2.upsert(k, v, &g).unwrap()),
+                None => drop(m2.remove(k, &g)),
+            }
+        }
+        let _ = tx.send(());
+    });
+    assert!(rx.recv_timeout(Duration::from_secs(10)).is_ok(), "{what}: a write hangs after recovery");
+    h.join().unwrap();
+    let m = std::sync::Arc::try_unwrap(m).expect("a writer still holds the map");
+    let reclaimed = m.wait_heap_reclaimed().blocks_freed;
+    // Reclamation freed nothing still reachable: blocks it freed are used
+    // again by fresh values (of every size class the runs write), and
+    // every value recovered is still what it was.
+    let g = m.guard();
+    let junk: Vec<Vec<u8>> = (0..3000u64).map(|i| format!("junk {i}").into_bytes()).collect();
+    for (i, k) in junk.iter().enumerate() {
+        m.upsert(k, &value(i as u64 * 0x9e37_79b9 + 7), &g).unwrap();
+    }
+    for k in &junk {
+        m.remove(k, &g);
+    }
+    drop(g);
+    let after = contents(&m);
+    let changed = got.iter().filter(|(k, v)| after.get(*k) != Some(*v)).count();
+    assert!(
+        changed == 0 && after.len() == got.len(),
+        "{what}: {changed} values changed after reclamation ({} keys, {} before)",
+        after.len(),
+        got.len()
+    );
+    Some((got, r, reclaimed))
+}
+
+#[test]
+fn every_acknowledged_byte_write_survives_kill_9() {
+    let dir = fresh_dir("kill");
+    let mut model = HashMap::new();
+    let mut seed = 0xb17e5_u64 ^ std::process::id() as u64;
+    let (mut reclaimed, mut resumed) = (0, 0);
+    let started = Instant::now();
+    for kill in 0..kills() {
+        let (keys, mode) = match kill % 4 {
+            0 => {
+                let _ = std::fs::remove_dir_all(&dir);
+                model.clear();
+                (50_000, 1)
+            }
+            1 => (2_000, 0),
+            _ => (1_000, 1),
+        };
+        let run_seed = splitmix(&mut seed) & !1 | mode;
+        let (mut child, reader) = spawn_child(&dir, run_seed, keys, None);
+        std::thread::sleep(Duration::from_millis(5 + splitmix(&mut seed) % 75));
+        // SAFETY: sending SIGKILL to our own child, which has not been waited for.
+        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGKILL) };
+        let _ = child.wait();
+        let acked = reader.join().unwrap();
+        if let Some((got, r, freed)) =
+            check_after_crash(&dir, &format!("kill {kill}"), &model, run_seed, keys, acked)
+        {
+            model = got;
+            reclaimed += freed;
+            resumed += r.resize_resumed as usize;
+        }
+    }
+    eprintln!(
+        "{} kills in {:.1} s: {reclaimed} leaked blocks reclaimed, {resumed} resizes resumed",
+        kills(),
+        started.elapsed().as_secs_f64()
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The heap's and the byte map's crash points, and the index's insert,
+/// remove and transfer points under a byte map, each crashed at its 1st,
+/// 7th and 50th arrival and recovered.
+#[test]
+fn every_heap_crash_point_is_recovered() {
+    use std::os::unix::process::ExitStatusExt;
+    let dir = fresh_dir("points");
+    let mut seed = 0xbeef_u64;
+    for name in [
+        "heap-allocated",
+        "heap-filled",
+        "bytes-replaced",
+        "insert-claimed",
+        "remove-killed",
+        "transfer-killed",
+    ] {
+        for nth in [1, 7, 50] {
+            let _ = std::fs::remove_dir_all(&dir);
+            let run_seed = splitmix(&mut seed) | 1;
+            let keys = 20_000;
+            let spec = format!("{name}:{nth}");
+            let (mut child, reader) =
+                spawn_child(&dir, run_seed, keys, Some(("DLHT_CRASH_AT", spec.clone())));
+            let bound = Duration::from_secs(if cfg!(debug_assertions) { 180 } else { 60 });
+            let deadline = Instant::now() + bound;
+            let status = loop {
+                if let Some(s) = child.try_wait().unwrap() {
+                    break s;
+                }
+                if Instant::now() > deadline {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    panic!("{spec}: never reached in {bound:?}");
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            };
+            assert_eq!(status.signal(), Some(libc::SIGABRT), "{spec}: the child did not stop at the point");
+            let acked = reader.join().unwrap();
+            check_after_crash(&dir, &spec, &HashMap::new(), run_seed, keys, acked)
+                .unwrap_or_else(|| panic!("{spec}: the map was not made"));
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Every file of the directory, by name, with its bytes.
+fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut v: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .map(|e| (e.file_name().into_string().unwrap(), std::fs::read(e.path()).unwrap()))
+        .collect();
+    v.sort();
+    v
+}
+
+/// A damaged or missing heap file is refused with an error before the
+/// index is touched, and every file is left as it was.
+#[test]
+fn damaged_heap_files_are_refused_and_left_as_they_were() {
+    let dir = fresh_dir("damaged");
+    {
+        let m = FileByteMap::open_with(&dir, OpenOptions::new().heap_bytes(1 << 20)).unwrap();
+        let g = m.guard();
+        for j in 0..500u64 {
+            m.upsert(&key(3, j), &value(j), &g).unwrap();
+        }
+    }
+    let good = snapshot(&dir);
+    let heap = dir.join("heap.dlht");
+    let len = std::fs::metadata(&heap).unwrap().len();
+    let restore = || {
+        for (name, bytes) in &good {
+            std::fs::write(dir.join(name), bytes).unwrap();
+        }
+    };
+    let mut damages: Vec<(String, Box<dyn Fn()>)> = Vec::new();
+    // Truncated at every page boundary of the header slab, and at a few of
+    // the rest.
+    for at in (0..16u64).map(|p| p * 4096).chain([65536, len / 2, len - 4096]) {
+        let h = heap.clone();
+        damages.push((
+            format!("truncated at {at}"),
+            Box::new(move || std::fs::OpenOptions::new().write(true).open(&h).unwrap().set_len(at).unwrap()),
+        ));
+    }
+    // A flipped byte in each header field that a reopen trusts.
+    for at in [0usize, 7, 8, 12, 16, 24, 30, 32, 39] {
+        let h = heap.clone();
+        damages.push((
+            format!("byte {at} flipped"),
+            Box::new(move || {
+                let mut b = std::fs::read(&h).unwrap();
+                b[at] ^= 0x40;
+                std::fs::write(&h, b).unwrap();
+            }),
+        ));
+    }
+    let h = heap.clone();
+    damages.push((
+        "random bytes".into(),
+        Box::new(move || {
+            let mut s = 9u64;
+            let b: Vec<u8> = (0..len).map(|_| splitmix(&mut s) as u8).collect();
+            std::fs::write(&h, b).unwrap();
+        }),
+    ));
+    let h = heap.clone();
+    damages.push(("missing".into(), Box::new(move || std::fs::remove_file(&h).unwrap())));
+    for (what, damage) in &damages {
+        damage();
+        let before = snapshot(&dir);
+        match FileByteMap::open(&dir) {
+            Err(Error::Corrupt { .. } | Error::Incompatible { .. }) => {}
+            Err(e) => panic!("{what}: {e:?}"),
+            Ok(_) => panic!("{what}: opened"),
+        }
+        assert!(snapshot(&dir) == before, "{what}: the files were changed");
+        restore();
+    }
+    let m = FileByteMap::open(&dir).unwrap();
+    assert_eq!(m.len(), 500);
+    drop(m);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
