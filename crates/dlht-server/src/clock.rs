@@ -45,6 +45,12 @@ impl Clock {
         Clock { process_started: unix_now() - i64::from(ITEM_UPDATE_INTERVAL + 2), source: Source::System }
     }
 
+    /// A clock following the system time whose 0 is the unix time
+    /// `process_started` (a restarted cache's, kept from its first run).
+    pub fn system_since(process_started: i64) -> Self {
+        Clock { process_started, source: Source::System }
+    }
+
     /// A clock that reads `now` until [`set`](Self::set) or
     /// [`advance`](Self::advance), whose 0 is the unix time
     /// `process_started`.

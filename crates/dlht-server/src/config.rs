@@ -46,6 +46,12 @@ pub struct Config {
     /// connection must first send `set <any> 0 0 <n>` with data `user password`.
     #[arg(short = 'Y', long = "auth-file", value_name = "FILE")]
     pub auth_file: Option<PathBuf>,
+    /// Keep the items in DIR (made if absent), so that a restart — after a
+    /// shutdown, a crash or kill -9 — finds every stored item with its
+    /// flags, cas unique and expiry (memcached's restartable memory, whose
+    /// `-e` names a file: here a directory).
+    #[arg(short = 'e', long = "memory-file", value_name = "DIR")]
+    pub memory_file: Option<PathBuf>,
 }
 
 fn default_threads() -> u32 {
@@ -83,6 +89,7 @@ impl Default for Config {
             conn_limit: 1024,
             verbose: 0,
             auth_file: None,
+            memory_file: None,
         }
     }
 }

@@ -158,7 +158,11 @@ pub fn start(config: &Config) -> Result<Running, Error> {
     let local_addr =
         listener.local_addr().map_err(|e| Error::io(format!("failed to listen on {shown}"), e))?;
 
-    let store = Arc::new(Store::new(Clock::system(), config.settings()));
+    let store = Arc::new(match &config.memory_file {
+        Some(dir) => Store::open(dir, config.settings())
+            .map_err(|e| Error::io(format!("failed to open the cache in {}", dir.display()), e))?,
+        None => Store::new(Clock::system(), config.settings()),
+    });
     let stop = Arc::new(AtomicBool::new(false));
     let stop_listener = Arc::new(AtomicBool::new(false));
     let limits = config.limits();

@@ -18,7 +18,7 @@ use std::sync::atomic::{
     AtomicU32, AtomicU64, AtomicUsize, Ordering::Acquire, Ordering::Relaxed, Ordering::Release,
 };
 
-use dlht::{Access, ByteMap, Guard, ValueRef};
+use dlht::{Access, ByteMap, FileHasher, Guard, OpenOptions, ValueRef};
 
 use crate::clock::{is_expired, Clock, ITEM_UPDATE_INTERVAL};
 use crate::item::{self, ItemRef, Meta, HEADER};
@@ -28,6 +28,7 @@ use crate::protocol::text::{Command, Limits, StoreOp, DEFAULT_MAX_ITEM_SIZE};
 
 mod evict;
 mod meta;
+pub mod restart;
 
 pub use evict::{Crawler, Policy, ALLOC_OVERHEAD};
 
@@ -231,7 +232,7 @@ enum Verdict<R> {
 /// The cache: one `ByteMap` of items, memcached's clock, cas counter,
 /// flush state and counters.
 pub struct Store {
-    map: ByteMap,
+    map: Items,
     clock: Clock,
     /// The last cas unique handed out (memcached's `get_cas_id` pre-increments).
     cas: AtomicU64,
@@ -247,7 +248,13 @@ pub struct Store {
     /// [`shard_index`]), so that counting a get writes no shared line.
     counters: Box<[Shard]>,
     evictor: evict::Evictor,
+    /// Warm restart's state (`-e DIR`); None for a cache in memory.
+    restart: Option<restart::Restart>,
 }
+
+/// The map of items: keyed by the hasher a persistent map keeps in its
+/// file, so one type serves the cache in memory and the one in `-e DIR`.
+pub type Items = ByteMap<FileHasher>;
 
 impl Default for Store {
     fn default() -> Self {
@@ -265,8 +272,44 @@ impl Store {
 
     /// An empty cache evicting by `policy`.
     pub fn with_policy(clock: Clock, settings: Settings, policy: Policy) -> Self {
+        Self::on(Items::with_hasher(FileHasher::random()), clock, settings, policy, None)
+    }
+
+    /// A cache kept in `dir` (`-e DIR`): the items a previous server left
+    /// there — closed or killed — are back, with their flags, cas uniques
+    /// and expiry times, and the clock goes on from the previous run's.
+    pub fn open(dir: &std::path::Path, settings: Settings) -> std::io::Result<Self> {
+        let io = |e: dlht::Error| std::io::Error::other(format!("{}: {e}", dir.display()));
+        // The heap has room for the memory limit twice over (size classes
+        // round values up), and never less than 64 MiB; sparse on disk.
+        let heap = settings.limit_maxbytes.saturating_mul(2).max(64 << 20);
+        let map = Items::open_with(dir, OpenOptions::new().heap_bytes(heap)).map_err(io)?;
+        let r = map.recovery();
+        let mut meta = restart::Restart::read(dir)?.unwrap_or(restart::Meta {
+            origin: Clock::system().process_started(),
+            ..restart::Meta::default()
+        });
+        let cas = meta.cas_bound;
+        meta.cas_bound = cas.saturating_add(restart::CAS_STEP);
+        let len = map.len() as u64;
+        let restart = restart::Restart::start(dir, meta, len, r.open_time)?;
+        let mut s =
+            Self::on(map, Clock::system_since(meta.origin), settings, Policy::from_env(), Some(restart));
+        s.cas = AtomicU64::new(cas);
+        s.oldest_live = AtomicU32::new(meta.oldest_live);
+        s.oldest_cas = AtomicU64::new(meta.oldest_cas);
+        Ok(s)
+    }
+
+    fn on(
+        map: Items,
+        clock: Clock,
+        settings: Settings,
+        policy: Policy,
+        restart: Option<restart::Restart>,
+    ) -> Self {
         Store {
-            map: ByteMap::new(),
+            map,
             clock,
             cas: AtomicU64::new(0),
             oldest_live: AtomicU32::new(0),
@@ -275,6 +318,7 @@ impl Store {
             verbosity: AtomicU32::new(0),
             counters: (0..COUNTER_SHARDS).map(|_| Shard::default()).collect(),
             evictor: evict::Evictor::new(policy),
+            restart,
         }
     }
 
@@ -306,13 +350,19 @@ impl Store {
     }
 
     /// The map of items (keys to [`item`](crate::item)-encoded values).
-    pub fn map(&self) -> &ByteMap {
+    pub fn map(&self) -> &Items {
         &self.map
     }
 
     /// A fresh cas unique (memcached's `get_cas_id`: the first is 1).
     fn next_cas(&self) -> u64 {
-        self.cas.fetch_add(1, Relaxed).wrapping_add(1)
+        let cas = self.cas.fetch_add(1, Relaxed).wrapping_add(1);
+        if let Some(r) = &self.restart {
+            // A cache whose directory cannot be written any more keeps
+            // serving; a restart after it may then hand a cas out twice.
+            let _ = r.cover_cas(cas);
+        }
+        cas
     }
 
     /// memcached's `item_is_flushed` and `is_expired`, in its order.
@@ -769,6 +819,9 @@ impl Store {
         }
         // Release: publishes the oldest_cas above with it (see `dead`).
         self.oldest_live.store(oldest_live, Release);
+        if let Some(r) = &self.restart {
+            let _ = r.flushed(oldest_live, self.oldest_cas.load(Relaxed));
+        }
     }
 
     /// `stats settings`: the settings this store holds, in memcached's
@@ -836,6 +889,12 @@ impl Store {
         stat("evictions", &c(|c| &c.evictions));
         stat("reclaimed", &c(|c| &c.reclaimed));
         stat("crawler_reclaimed", &c(|c| &c.crawler_reclaimed));
+        if let Some(r) = &self.restart {
+            // Warm restart (`-e`): items found in the directory at start,
+            // and the time the open took, recovery included.
+            stat("restart_items_recovered", &r.recovered_items);
+            stat("restart_recovery_us", &r.recovery_time.as_micros());
+        }
         out.extend_from_slice(b"END\r\n");
     }
 }
