@@ -91,9 +91,15 @@ fn a_closed_byte_map_reopens_with_every_value() {
         users.upsert(b"7", b"ada", &g).unwrap();
         groups.upsert(b"7", format!("admins {round}").as_bytes(), &g).unwrap();
         assert_eq!(m.len(), model.len() + 2);
+        let value_bytes = m.memory().value_bytes;
         drop(g);
         drop(m);
         let m = FileByteMap::open(&dir).unwrap();
+        // The counts come back with the reclamation walk: a cache's memory
+        // limit judges the values it recovered.
+        m.wait_heap_reclaimed();
+        assert_eq!(m.len(), model.len() + 2);
+        assert_eq!(m.memory().value_bytes, value_bytes, "round {round}: value bytes after reopen");
         let g = m.guard();
         assert_eq!(m.namespace(1).unwrap().get(b"7", &g).as_deref(), Some(&b"ada"[..]));
         let want = format!("admins {round}");

@@ -62,7 +62,7 @@ pub struct ByteMap<S = DefaultHashBuilder> {
     pub(super) hasher: S,
     /// A persistent map's background reclamation of its heap (None in
     /// memory): stopped and joined on drop, before the index goes.
-    pub(super) reclaimer: Option<super::persistent::Reclaimer>,
+    pub(super) reclaimer: Option<super::background::Reclaimer>,
 }
 
 /// The keys of one namespace of a [`ByteMap`] (from

@@ -38,7 +38,7 @@ impl Heap {
     pub fn free_unpublished(&self, _: usize) {
         match *self {}
     }
-    pub fn retiring(&self, _: usize) -> u64 {
+    pub fn retiring(&self, _: usize) -> (u64, bool) {
         match *self {}
     }
     pub fn free_retired(&self, _: usize, _: u64) {
@@ -301,26 +301,33 @@ impl<E: Element> Drop for Fresh<E> {
 /// No slot or list reachable from now on holds `w`, and it is retired
 /// once; `E`'s contents may be dropped on any thread, after the map is
 /// gone (the maps' `Send + 'static` bounds).
-pub(crate) unsafe fn retire<E: Element>(w: ValueWord, guard: &Guard) {
+pub(crate) unsafe fn retire<E: Element>(w: ValueWord, guard: &Guard) -> bool {
     // SAFETY: the caller's contract.
-    unsafe { retire_addr(w.addr(), E::free, guard) };
+    unsafe { retire_addr(w.addr(), E::free, guard) }
 }
 
 /// Hand the allocation at `addr` that left the index to epoch
 /// reclamation, to be freed with `free` — or, in a persistent map's heap,
 /// marked retired now and freed there with this incarnation's tag.
 ///
+/// True if it was a persistent heap's block of an earlier incarnation
+/// that its reclamation's walk had not reached (and so not counted).
+///
 /// # Safety
 /// As for [`retire`].
-pub(crate) unsafe fn retire_addr(addr: usize, free: unsafe fn(usize), guard: &Guard) {
+pub(crate) unsafe fn retire_addr(addr: usize, free: unsafe fn(usize), guard: &Guard) -> bool {
     // Retired by the bare address, not the tagged word: a leak checker
     // scanning pending garbage at exit then sees it reachable.
-    let free = match heap_of(addr) {
-        Some(h) => Free::Heap(h.retiring(addr)),
-        None => Free::Plain(free),
+    let (free, uncounted) = match heap_of(addr) {
+        Some(h) => {
+            let (tag, uncounted) = h.retiring(addr);
+            (Free::Heap(tag), uncounted)
+        }
+        None => (Free::Plain(free), false),
     };
     // SAFETY: the caller's contract.
     unsafe { guard.retire(addr, free) };
+    uncounted
 }
 
 /// How a retired allocation is freed.

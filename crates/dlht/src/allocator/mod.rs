@@ -19,6 +19,7 @@
 //! words read inside the index). Its global collector also means one pin
 //! serves every map.
 
+mod background;
 mod batch;
 mod bytes;
 mod entry;

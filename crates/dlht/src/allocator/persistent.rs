@@ -8,28 +8,9 @@
 //! had allocated but not linked, and those unlinked but still waiting for
 //! epoch reclamation.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-
-/// A persistent byte map's background reclamation: stopped and joined
-/// when the map is dropped.
-pub(crate) struct Reclaimer {
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Drop for Reclaimer {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
 #[cfg(not(loom))]
 mod imp {
-    use super::*;
+    use crate::allocator::background::Reclaimer;
     use crate::allocator::bytes::Blob;
     use crate::allocator::bytes::ByteMap;
     use crate::allocator::entry::{List, Shape, ValueWord};
@@ -42,6 +23,8 @@ mod imp {
     use crate::persist::layout::MapKind;
     use crate::persist::{OpenOptions, Recovery};
     use std::path::Path;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
     use std::time::Duration;
 
     /// The index of a boxed `PointerIndex`, sent to the reclaiming thread:
@@ -89,6 +72,12 @@ mod imp {
             Heap::check_file(dir)?;
             let index = Map::<u64, u64, FileHasher>::open_kind(dir, options, MapKind::Bytes)?;
             let heap = Heap::open(dir)?;
+            if let Some(f) = heap.file() {
+                // Synced before the index's files (sync mode's group
+                // commits, `sync`, `durable`): a value reaches the disk
+                // before the index entry naming it.
+                index.file().files().register_first(&f);
+            }
             let h = index.file().header();
             let hasher = FileHasher::for_signatures(h.seed, h.secrets);
             let index = Box::new(PointerIndex::over(index, Some(heap)));
@@ -110,22 +99,20 @@ mod imp {
                     return Err(e);
                 }
             };
-            Ok(ByteMap { index, hasher, reclaimer: Some(Reclaimer { stop, thread: Some(thread) }) })
+            Ok(ByteMap { index, hasher, reclaimer: Some(Reclaimer::new(stop, thread)) })
         }
 
         /// Write every change so far to disk and wait (index and heap): see
         /// [`Map::sync`](crate::Map::sync).
         pub fn sync(&self) -> Result<(), Error> {
-            self.heap().sync()?;
             self.index.words().sync()
         }
 
         /// Wait until every write that returned before this call survives
         /// a crash of the machine: see [`Map::durable`](crate::Map::durable).
-        /// The heap is synced by the caller, then the index by its group
-        /// commit (a value is on disk before the index entry naming it).
+        /// Each sync writes the heap first, then the index (a value is on
+        /// disk before the index entry naming it).
         pub fn durable(&self) -> Result<(), Error> {
-            self.heap().sync()?;
             self.index.words().durable()
         }
 
@@ -164,22 +151,46 @@ mod imp {
         slabs_at_open: usize,
         stop: &AtomicBool,
     ) {
+        use crate::allocator::entry::Element;
         {
             let _g = Guard::pin();
+            // What the walk marks is counted (the counts start at zero at
+            // an open); a block removed before the walk reached it is
+            // given back by its removal (`PointerIndex::retire_element`).
+            let (mut bytes, mut collided) = (0i64, 0isize);
             for (_, w) in index.words().iter() {
                 if stop.load(Ordering::Relaxed) {
-                    return;
+                    break;
                 }
                 let vw = ValueWord::from_bits(w);
-                heap.mark(vw.addr());
-                if vw.shape() == Shape::List {
-                    // SAFETY: read from the index under `_g`: a published
-                    // list, not freed while pinned.
-                    let l = unsafe { &*(vw.addr() as *const List) };
-                    for &e in l.words() {
-                        heap.mark(ValueWord::from_bits(e).addr());
+                if !heap.holds(vw.addr()) {
+                    continue; // a damaged index's word: left alone
+                }
+                if vw.shape() != Shape::List {
+                    if heap.mark(vw.addr()) {
+                        // SAFETY: a live blob read under `_g`.
+                        bytes += unsafe { Blob::bytes(vw.addr()) } as i64;
+                    }
+                    continue;
+                }
+                // SAFETY: read from the index under `_g`: a published list
+                // in the heap, not freed while pinned.
+                let l = unsafe { &*(vw.addr() as *const List) };
+                let words = l.words();
+                if heap.mark(vw.addr()) {
+                    collided += words.len() as isize - 1;
+                }
+                for &e in words {
+                    let e = ValueWord::from_bits(e).addr();
+                    if heap.holds(e) && heap.mark(e) {
+                        // SAFETY: as above.
+                        bytes += unsafe { Blob::bytes(e) } as i64;
                     }
                 }
+            }
+            index.count_recovered(bytes, collided);
+            if stop.load(Ordering::Relaxed) {
+                return;
             }
         }
         let passed = Arc::new(AtomicBool::new(false));

@@ -68,6 +68,49 @@ impl<E: Element, H: BuildHasher> PointerIndex<E, H> {
         self.heap.map(|_| crossbeam_epoch::pin())
     }
 
+    /// Hand an element that left the index to epoch reclamation. In a
+    /// reopened persistent map, an element the heap's reclamation walk had
+    /// not reached yet is not in the value bytes (the walk counts those it
+    /// reaches): its removal's subtraction is given back.
+    ///
+    /// # Safety
+    /// As for [`retire`]; `old` not freed yet (its size is read).
+    unsafe fn retire_element(&self, old: ValueWord, guard: &Guard) {
+        // SAFETY: the caller's contract.
+        let bytes = unsafe { E::bytes(old.addr()) } as i64;
+        // SAFETY: the caller's contract.
+        if unsafe { retire::<E>(old, guard) } {
+            self.index.add_value_bytes(bytes);
+        }
+    }
+
+    /// Hand a list container (not its elements) that left the index to
+    /// epoch reclamation; as above, a list the walk had not reached gives
+    /// back its keys beyond the first to the collided count.
+    ///
+    /// # Safety
+    /// No slot reachable from now on holds `w`, the list's word; retired once.
+    unsafe fn retire_list(&self, w: u64, guard: &Guard) {
+        let addr = ValueWord::from_bits(w).addr();
+        // SAFETY: a list read under `guard`, not freed before it unpins.
+        let extra = unsafe { &*(addr as *const List) }.words().len() as isize - 1;
+        // SAFETY: the caller's contract (`List::free`'s, once reclaimed).
+        if unsafe { retire_addr(addr, List::free, guard) } {
+            // Relaxed: a count.
+            self.collided.fetch_add(extra, Ordering::Relaxed);
+        }
+    }
+
+    /// Count what a reopened persistent map's reclamation walk found
+    /// (`allocator::persistent`): value bytes and keys beyond the first of
+    /// each list, which the counts start without.
+    #[cfg_attr(loom, allow(dead_code))]
+    pub fn count_recovered(&self, value_bytes: i64, collided: isize) {
+        self.index.add_value_bytes(value_bytes);
+        // Relaxed: a count.
+        self.collided.fetch_add(collided, Ordering::Relaxed);
+    }
+
     /// The index's map of key words to value words.
     #[cfg_attr(loom, allow(dead_code))]
     pub fn words(&self) -> &Map<u64, u64, H> {
@@ -193,13 +236,13 @@ impl<E: Element, H: BuildHasher> PointerIndex<E, H> {
                     // Relaxed: a count.
                     self.collided.fetch_sub(1, Ordering::Relaxed);
                     // SAFETY: the list left the index by the swap above.
-                    unsafe { retire_list(w, guard) };
+                    unsafe { self.retire_list(w, guard) };
                 }
                 // SAFETY: the element left the index by the operation above
                 // (read before it is retired; freed only after `guard`).
                 unsafe {
                     self.index.add_value_bytes(-(E::bytes(old.addr()) as i64));
-                    retire::<E>(old, guard);
+                    self.retire_element(old, guard);
                 }
                 return Some(old);
             }
@@ -236,14 +279,14 @@ impl<E: Element, H: BuildHasher> PointerIndex<E, H> {
         }
         if list.is_some() {
             // SAFETY: the old list left the index by the swap.
-            unsafe { retire_list(w, guard) };
+            unsafe { self.retire_list(w, guard) };
         }
         // SAFETY: `old` left the index by the swap (read before it is
         // retired; freed only after `guard`); `new` is in the index, read
         // under `guard`.
         unsafe {
             self.index.add_value_bytes(E::bytes(new.addr()) as i64 - E::bytes(old.addr()) as i64);
-            retire::<E>(old, guard);
+            self.retire_element(old, guard);
         }
         Ok(true)
     }
@@ -282,7 +325,7 @@ impl<E: Element, H: BuildHasher> PointerIndex<E, H> {
         self.collided.fetch_add(1, Ordering::Relaxed);
         if in_list {
             // SAFETY: the old list left the index by the swap.
-            unsafe { retire_list(w, guard) };
+            unsafe { self.retire_list(w, guard) };
         }
         Ok(true)
     }
@@ -403,16 +446,6 @@ fn list_word(words: Vec<u64>, heap: HeapRef) -> Result<NewWord, Error> {
             Err(Error::Unsupported)
         }
     }
-}
-
-/// Hand a list container (not its elements) that left the index to epoch
-/// reclamation.
-///
-/// # Safety
-/// No slot reachable from now on holds `w`, the list's word; retired once.
-unsafe fn retire_list(w: u64, guard: &Guard) {
-    // SAFETY: the caller's contract (`List::free`'s, once reclaimed).
-    unsafe { retire_addr(ValueWord::from_bits(w).addr(), List::free, guard) };
 }
 
 impl<E: Element, H: BuildHasher> Drop for PointerIndex<E, H> {

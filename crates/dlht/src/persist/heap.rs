@@ -39,12 +39,13 @@
 use super::files::{self, io};
 use super::layout::{ENDIAN_CHECK, PAGE};
 use crate::error::Error;
+use crossbeam_utils::CachePadded;
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// The heap's file in a map's directory.
 pub const HEAP_FILE: &str = "heap.dlht";
@@ -94,12 +95,16 @@ impl HeapHeader {
             return Err(Error::Incompatible { what: "the heap file's layout version" });
         }
         let slabs = self.bytes / SLAB as u64;
-        if self.bytes % SLAB as u64 != 0 || slabs < 2 || self.bytes != file_len {
+        if self.bytes % SLAB as u64 != 0 || slabs < 2 || self.bytes != file_len || self.bytes > MAX_HEAP_BYTES
+        {
             return Err(Error::Corrupt { what: "the heap file's length" });
         }
         let base = self.base.load(Ordering::Relaxed) as usize;
-        if base != 0 && (base % SLAB != 0 || !(BASE_LOW..BASE_HIGH).contains(&base)) {
+        if base != 0 && (base % SLAB != 0 || base < BASE_LOW || base + self.bytes as usize > BASE_HIGH) {
             return Err(Error::Corrupt { what: "the heap's base address" });
+        }
+        if self.incarnation.load(Ordering::Relaxed) >= INCARNATION_LIMIT {
+            return Err(Error::Corrupt { what: "the heap's incarnation" });
         }
         let next = self.next_slab.load(Ordering::Relaxed);
         if next == 0 || next > slabs {
@@ -187,50 +192,50 @@ fn run_slabs(payload: usize) -> Option<usize> {
     Some(payload.checked_add(SlabHeader::BYTES + BlockState::BYTES)?.div_ceil(SLAB))
 }
 
-/// The heaps this process has mapped, open or closed: a value word's
-/// address finds its heap here (`lookup`). Entries are never removed and
-/// heaps never freed: a closed heap's range stays reserved (an anonymous
-/// mapping replaces the file's), so a late free of one of its blocks
-/// touches harmless memory and its address is never another
-/// allocation's.
+/// The heaps of this process (open, or closed and waiting to be reused):
+/// a value word's address finds its open heap here (`lookup`). The
+/// structs are leaked, never freed, so a late free holding one is never a
+/// use after free; a closed heap's range is unmapped and no longer found.
 const MAX_HEAPS: usize = 64;
 static HEAPS: [AtomicPtr<Heap>; MAX_HEAPS] = [const { AtomicPtr::new(core::ptr::null_mut()) }; MAX_HEAPS];
 static HEAP_COUNT: AtomicUsize = AtomicUsize::new(0);
 /// Serializes opens and closes of heaps (registration, mapping).
 static OPENING: Mutex<()> = Mutex::new(());
+/// Serials of opens: unique in the process.
+static SERIAL: AtomicU64 = AtomicU64::new(1);
 
-/// The heap (open or closed) whose range holds `addr`, if any: one load
-/// in a process that never opened a persistent byte map.
+/// The open heap whose range holds `addr`, if any: one load in a process
+/// that never opened a persistent byte map.
 #[inline]
 pub fn lookup(addr: usize) -> Option<&'static Heap> {
     let n = HEAP_COUNT.load(Ordering::Acquire);
     for slot in &HEAPS[..n] {
-        let p = slot.load(Ordering::Acquire);
         // SAFETY: registered heaps are leaked: never freed.
-        let h = unsafe { &*p };
-        if (h.lo..h.hi).contains(&addr) {
+        let h = unsafe { &*slot.load(Ordering::Acquire) };
+        // Acquire: the range stored before the heap was published open.
+        if h.open.load(Ordering::Acquire) && (h.lo()..h.lo() + h.bytes()).contains(&addr) {
             return Some(h);
         }
     }
     None
 }
 
-/// A heap file mapped at its base. Leaked once made (see `HEAPS`); reused
-/// when its file is opened again by this process.
+/// A heap file mapped at its base, while open; reused for the next heap
+/// opened once closed.
 pub struct Heap {
-    /// The range this process reserved for the heap: the file is mapped
-    /// over its first `bytes` (a closed heap's range is reused by the next
-    /// heap that fits, so ranges do not pile up).
-    lo: usize,
-    hi: usize,
+    /// Where the file is mapped, and its bytes (set before `open`).
+    lo: AtomicUsize,
     bytes: AtomicUsize,
     /// This open's serial, unique in the process: the tag of retirements,
     /// so a free deferred before a close never touches the next open's
-    /// blocks (which may be another file's).
+    /// blocks (which may be another file's, at the same address).
     serial: AtomicU64,
     /// False once closed: frees and retirements then do nothing (the
     /// next open's reclamation finds those blocks).
     open: AtomicBool,
+    /// Deferred frees running, per shard: `close` waits for none before it
+    /// unmaps (a Dekker pair with `open`, see `free_retired`).
+    active: [CachePadded<AtomicUsize>; SHARDS],
     /// The current incarnation (a copy of the header's).
     incarnation: AtomicU64,
     /// Free blocks (payload addresses) per class and shard.
@@ -243,7 +248,7 @@ pub struct Heap {
     /// pass has finished.
     reclaimed: AtomicUsize,
     reclaim_done: AtomicBool,
-    file: Mutex<Option<File>>,
+    file: Mutex<Option<Arc<File>>>,
 }
 
 /// What the background reclamation of a heap has done.
@@ -256,13 +261,20 @@ pub struct HeapReclaim {
     pub done: bool,
 }
 
+/// The most bytes a heap may have (a quarter of the range bases are drawn
+/// from).
+const MAX_HEAP_BYTES: u64 = (BASE_HIGH - BASE_LOW) as u64 / 4;
+/// Incarnations a valid heap header names are below this (a damaged word
+/// is refused; the state word keeps 62 bits of it).
+const INCARNATION_LIMIT: u64 = 1 << 48;
+
 impl Heap {
     /// Create `dir/heap.dlht` of `bytes` (rounded up to slabs; sparse).
     pub fn create(dir: &Path, bytes: u64) -> Result<(), Error> {
-        let bytes = bytes.max(2 * SLAB as u64).next_multiple_of(SLAB as u64);
-        if bytes > (BASE_HIGH - BASE_LOW) as u64 / 4 {
+        if bytes > MAX_HEAP_BYTES {
             return Err(Error::CapacityOverflow);
         }
+        let bytes = bytes.max(2 * SLAB as u64).next_multiple_of(SLAB as u64);
         let file = files::create_zeroed(&dir.join(HEAP_FILE), bytes as usize)?;
         let m = files::Mapping::new(&file, 0, PAGE)?;
         // SAFETY: a fresh zeroed page of our file; every field is valid as zero.
@@ -322,46 +334,84 @@ impl Heap {
     /// start a new incarnation, and register it.
     pub fn open(dir: &Path) -> Result<&'static Heap, Error> {
         let (file, base, bytes) = Self::header_of(dir)?;
-        let header = (base, bytes);
         let _g = OPENING.lock().unwrap_or_else(|e| e.into_inner());
-        let (base, bytes) = header;
-        let heap = match base {
+        let lo = match base {
             0 => Self::map_new(&file, bytes)?,
             b => Self::map_at(&file, b, bytes)?,
         };
+        let heap = match Self::vacant() {
+            Some(h) => h,
+            None => {
+                // SAFETY: the mapping just made, unmapped once.
+                unsafe { libc::munmap(lo as *mut libc::c_void, bytes) };
+                return Err(Error::Io {
+                    what: "opening more persistent byte maps at once than a process may (64)",
+                    kind: std::io::ErrorKind::Other,
+                });
+            }
+        };
+        heap.lo.store(lo, Ordering::Relaxed);
+        heap.bytes.store(bytes, Ordering::Relaxed);
+        heap.clear_lists();
         let h = heap.header();
         if base == 0 {
-            h.base.store(heap.lo as u64, Ordering::Relaxed);
+            h.base.store(lo as u64, Ordering::Relaxed);
         }
-        // Relaxed: only this thread touches the heap until `open` returns.
         // Planted bug (scripts/planted-bugs.sh): forget the bump pointer, as
         // if it were kept in memory only; new slabs then overwrite old ones.
         if cfg!(dlht_plant = "heap_bump_reset") {
             h.next_slab.store(1, Ordering::Relaxed);
         }
+        // Relaxed: only this thread touches the heap until it is published
+        // open below.
         let inc = h.incarnation.load(Ordering::Relaxed) + 1;
         h.incarnation.store(inc, Ordering::Relaxed);
         heap.incarnation.store(inc, Ordering::Relaxed);
-        static SERIAL: AtomicU64 = AtomicU64::new(1);
         heap.serial.store(SERIAL.fetch_add(1, Ordering::Relaxed), Ordering::Relaxed);
         heap.reclaimed.store(0, Ordering::Relaxed);
         heap.reclaim_done.store(false, Ordering::Relaxed);
-        *heap.file.lock().unwrap_or_else(|e| e.into_inner()) = Some(file);
+        *heap.file.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(file));
         // Release: the fields above before any thread finds the heap open.
         heap.open.store(true, Ordering::Release);
         Ok(heap)
     }
 
-    /// Map a heap that has no base yet at a random free one.
-    fn map_new(file: &File, bytes: usize) -> Result<&'static Heap, Error> {
+    /// A closed heap struct to reuse, or a new one registered; None if
+    /// every slot holds an open heap. Called under `OPENING`.
+    fn vacant() -> Option<&'static Heap> {
         let n = HEAP_COUNT.load(Ordering::Acquire);
-        for p in &HEAPS[..n] {
+        for slot in &HEAPS[..n] {
             // SAFETY: registered heaps are leaked: never freed.
-            let h = unsafe { &*p.load(Ordering::Acquire) };
-            if !h.open.load(Ordering::Acquire) && h.hi - h.lo >= bytes {
-                return Self::map_at(file, h.lo, bytes);
+            let h = unsafe { &*slot.load(Ordering::Acquire) };
+            if !h.open.load(Ordering::Acquire) {
+                return Some(h);
             }
         }
+        if n == MAX_HEAPS {
+            return None;
+        }
+        let h: &'static Heap = Box::leak(Box::new(Heap {
+            lo: AtomicUsize::new(0),
+            bytes: AtomicUsize::new(0),
+            serial: AtomicU64::new(0),
+            open: AtomicBool::new(false),
+            active: core::array::from_fn(|_| CachePadded::new(AtomicUsize::new(0))),
+            incarnation: AtomicU64::new(0),
+            free: core::array::from_fn(|_| core::array::from_fn(|_| Mutex::new(Vec::new()))),
+            large: Mutex::new(BTreeMap::new()),
+            free_slabs: Mutex::new(Vec::new()),
+            reclaimed: AtomicUsize::new(0),
+            reclaim_done: AtomicBool::new(false),
+            file: Mutex::new(None),
+        }));
+        HEAPS[n].store(h as *const Heap as *mut Heap, Ordering::Release);
+        // Release: the entry before the count that makes lookups read it.
+        HEAP_COUNT.store(n + 1, Ordering::Release);
+        Some(h)
+    }
+
+    /// Map a heap that has no base yet at a random free one: its address.
+    fn map_new(file: &File, bytes: usize) -> Result<usize, Error> {
         let span = (BASE_HIGH - BASE_LOW - bytes) / SLAB;
         let seed = {
             use std::hash::{BuildHasher, RandomState};
@@ -380,37 +430,16 @@ impl Heap {
         })
     }
 
-    /// Map the file at `base`: over this process's own reservation if it
-    /// mapped this range before (a reopen), else only if the range is free.
-    fn map_at(file: &File, base: usize, bytes: usize) -> Result<&'static Heap, Error> {
-        let n = HEAP_COUNT.load(Ordering::Acquire);
-        let known = HEAPS[..n].iter().map(|p| {
-            // SAFETY: registered heaps are leaked: never freed.
-            unsafe { &*p.load(Ordering::Acquire) }
-        });
-        let mut reuse = None;
-        for h in known {
-            if h.lo < base + bytes && base < h.hi {
-                if h.lo != base || base + bytes > h.hi || h.open.load(Ordering::Acquire) {
-                    return Err(Error::Io {
-                        what: "mapping the heap at its address (another heap of this process is there)",
-                        kind: std::io::ErrorKind::AlreadyExists,
-                    });
-                }
-                reuse = Some(h);
-            }
-        }
-        let flags =
-            libc::MAP_SHARED | if reuse.is_some() { libc::MAP_FIXED } else { libc::MAP_FIXED_NOREPLACE };
-        // SAFETY: either a range this process reserved for this heap
-        // (MAP_FIXED replaces our own anonymous reservation), or one the
+    /// Map the file at `base`, only if that range is free in this process.
+    fn map_at(file: &File, base: usize, bytes: usize) -> Result<usize, Error> {
+        // SAFETY: a shared mapping of our descriptor at a fixed address the
         // kernel checks is free (MAP_FIXED_NOREPLACE fails otherwise).
         let p = unsafe {
             libc::mmap(
                 base as *mut libc::c_void,
                 bytes,
                 libc::PROT_READ | libc::PROT_WRITE,
-                flags,
+                libc::MAP_SHARED | libc::MAP_FIXED_NOREPLACE,
                 file.as_raw_fd(),
                 0,
             )
@@ -422,49 +451,21 @@ impl Heap {
             } else {
                 e.kind()
             };
-            return Err(Error::Io { what: "mapping the heap at its address", kind });
+            return Err(Error::Io {
+                what: "mapping the heap at its address (the range is taken in this process)",
+                kind,
+            });
         }
         if p as usize != base {
             // An old kernel that ignores MAP_FIXED_NOREPLACE: not ours to keep.
             // SAFETY: the mapping just made, unmapped once.
             unsafe { libc::munmap(p, bytes) };
             return Err(Error::Io {
-                what: "mapping the heap at its address",
+                what: "mapping the heap at its address (the range is taken in this process)",
                 kind: std::io::ErrorKind::AlreadyExists,
             });
         }
-        if let Some(h) = reuse {
-            h.clear_lists();
-            h.bytes.store(bytes, Ordering::Relaxed);
-            return Ok(h);
-        }
-        if HEAP_COUNT.load(Ordering::Relaxed) == MAX_HEAPS {
-            // SAFETY: the mapping just made, unmapped once.
-            unsafe { libc::munmap(p, bytes) };
-            return Err(Error::Io {
-                what: "opening more heaps in one process",
-                kind: std::io::ErrorKind::Other,
-            });
-        }
-        let h: &'static Heap = Box::leak(Box::new(Heap {
-            lo: base,
-            hi: base + bytes,
-            bytes: AtomicUsize::new(bytes),
-            serial: AtomicU64::new(0),
-            open: AtomicBool::new(false),
-            incarnation: AtomicU64::new(0),
-            free: core::array::from_fn(|_| core::array::from_fn(|_| Mutex::new(Vec::new()))),
-            large: Mutex::new(BTreeMap::new()),
-            free_slabs: Mutex::new(Vec::new()),
-            reclaimed: AtomicUsize::new(0),
-            reclaim_done: AtomicBool::new(false),
-            file: Mutex::new(None),
-        }));
-        let i = HEAP_COUNT.load(Ordering::Relaxed);
-        HEAPS[i].store(h as *const Heap as *mut Heap, Ordering::Release);
-        // Release: the entry before the count that makes lookups read it.
-        HEAP_COUNT.store(i + 1, Ordering::Release);
-        Ok(h)
+        Ok(base)
     }
 
     fn clear_lists(&self) {
@@ -477,48 +478,53 @@ impl Heap {
         self.free_slabs.lock().unwrap_or_else(|e| e.into_inner()).clear();
     }
 
-    /// Close: the file's mapping is replaced by an anonymous one (the range
-    /// stays this heap's), and frees from now on do nothing.
+    /// Close: no thread may free into the heap from now on (a deferred free
+    /// running now is waited for), then the file is unmapped and the struct
+    /// is free for the next heap opened.
     pub fn close(&'static self) {
         let _g = OPENING.lock().unwrap_or_else(|e| e.into_inner());
-        self.open.store(false, Ordering::Release);
-        // SAFETY: our own range, its file part replaced by private zero
-        // pages that nothing reads for values any more.
-        unsafe {
-            libc::mmap(
-                self.lo as *mut libc::c_void,
-                self.bytes.load(Ordering::Relaxed),
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | libc::MAP_FIXED,
-                -1,
-                0,
-            );
+        // SeqCst: a Dekker pair with `free_retired`'s increment and load.
+        self.open.store(false, Ordering::SeqCst);
+        for a in &self.active {
+            while a.load(Ordering::SeqCst) != 0 {
+                std::thread::yield_now();
+            }
         }
+        // SAFETY: our own mapping; nothing reads or writes it any more
+        // (the map is gone, late frees see the heap closed).
+        unsafe { libc::munmap(self.lo() as *mut libc::c_void, self.bytes()) };
         self.clear_lists();
         *self.file.lock().unwrap_or_else(|e| e.into_inner()) = None;
     }
 
-    /// Write the heap's dirty pages to the file and wait.
-    pub fn sync(&self) -> Result<(), Error> {
-        match &*self.file.lock().unwrap_or_else(|e| e.into_inner()) {
-            Some(f) => f.sync_data().map_err(io("syncing the heap file")),
-            None => Ok(()),
-        }
+    fn lo(&self) -> usize {
+        // Relaxed: set before the heap was published open.
+        self.lo.load(Ordering::Relaxed)
+    }
+
+    fn bytes(&self) -> usize {
+        // Relaxed: as `lo`.
+        self.bytes.load(Ordering::Relaxed)
+    }
+
+    /// The heap's file, for syncing with the map's (see `FileSet`).
+    pub fn file(&self) -> Option<Arc<File>> {
+        self.file.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     fn header(&self) -> &HeapHeader {
         // SAFETY: slab 0 of the mapping is the header; fields are integers
         // and atomics.
-        unsafe { &*(self.lo as *const HeapHeader) }
+        unsafe { &*(self.lo() as *const HeapHeader) }
     }
 
     fn slab(&self, i: usize) -> &SlabHeader {
         // SAFETY: slab i lies inside the mapping (i below the file's slabs).
-        unsafe { &*((self.lo + i * SLAB) as *const SlabHeader) }
+        unsafe { &*((self.lo() + i * SLAB) as *const SlabHeader) }
     }
 
     fn state_of(&self, payload: usize) -> &AtomicU64 {
-        debug_assert!((self.lo + SLAB..self.lo + self.bytes.load(Ordering::Relaxed)).contains(&payload));
+        debug_assert!((self.lo() + SLAB..self.lo() + self.bytes()).contains(&payload));
         // SAFETY: every payload follows its block's state word, in the mapping.
         unsafe { &*((payload - BlockState::BYTES) as *const AtomicU64) }
     }
@@ -567,7 +573,7 @@ impl Heap {
         let h = self.slab(slab);
         h.slabs.store(1, Ordering::Relaxed);
         h.class.store(1 + c as u32, Ordering::Relaxed);
-        let first = self.lo + slab * SLAB + SlabHeader::BYTES + BlockState::BYTES;
+        let first = self.lo() + slab * SLAB + SlabHeader::BYTES + BlockState::BYTES;
         let size = CLASS_BYTES[c];
         let n = (SLAB - SlabHeader::BYTES) / size;
         let mut list = self.free[c][me].lock().unwrap_or_else(|e| e.into_inner());
@@ -586,7 +592,7 @@ impl Heap {
         let h = self.slab(first);
         h.slabs.store(slabs as u32, Ordering::Relaxed);
         h.class.store(SlabHeader::LARGE, Ordering::Relaxed);
-        Ok(self.lo + first * SLAB + SlabHeader::BYTES + BlockState::BYTES)
+        Ok(self.lo() + first * SLAB + SlabHeader::BYTES + BlockState::BYTES)
     }
 
     /// `n` fresh slabs: a free one found by reclamation, or the bump's.
@@ -620,31 +626,42 @@ impl Heap {
     }
 
     /// A published block left the index: mark it retired (so reclamation
-    /// leaves it to epoch reclamation) and return the tag its deferred
-    /// free passes to [`free_retired`](Self::free_retired).
-    pub fn retiring(&self, payload: usize) -> u64 {
+    /// leaves it to epoch reclamation). Returns the tag its deferred free
+    /// passes to [`free_retired`](Self::free_retired), and whether the
+    /// block was an earlier incarnation's that reclamation's walk had not
+    /// marked (so the walk did not count it: see `allocator::persistent`).
+    pub fn retiring(&self, payload: usize) -> (u64, bool) {
         let inc = self.current();
         let st = self.state_of(payload);
         let mut cur = st.load(Ordering::Relaxed);
         loop {
-            if BlockState::from_bits(cur).state() != BlockState::LIVE || !self.open.load(Ordering::Acquire) {
-                return 0; // closed, or reclaimed meanwhile: nothing to free
+            let b = BlockState::from_bits(cur);
+            if b.state() != BlockState::LIVE {
+                return (0, false); // not live: nothing of ours to free
             }
             let retired = BlockState::new(inc, BlockState::RETIRED).bits();
             // Relaxed: the state word alone is contended (by reclamation).
             match st.compare_exchange_weak(cur, retired, Ordering::Relaxed, Ordering::Relaxed) {
-                Ok(_) => return self.serial.load(Ordering::Relaxed),
+                Ok(_) => return (self.serial.load(Ordering::Relaxed), b.incarnation() < inc),
                 Err(now) => cur = now,
             }
         }
     }
 
     /// Epoch reclamation frees a block retired in the open of serial `tag`.
+    /// A free deferred past the heap's close does nothing (the next open's
+    /// reclamation finds the block), even when it runs while the close
+    /// does: it announces itself in `active` before it reads `open`, and
+    /// the close clears `open` before it waits for `active` to drain
+    /// (both SeqCst: one of the two sees the other).
     pub fn free_retired(&self, payload: usize, tag: u64) {
-        if tag == 0 || tag != self.serial.load(Ordering::Relaxed) {
-            return; // retired before a close: the next open's reclamation's
+        let active = &self.active[Self::shard()];
+        active.fetch_add(1, Ordering::SeqCst);
+        if self.open.load(Ordering::SeqCst) && tag != 0 && tag == self.serial.load(Ordering::Relaxed) {
+            self.release(payload, BlockState::new(self.current(), BlockState::RETIRED).bits());
         }
-        self.release(payload, BlockState::new(self.current(), BlockState::RETIRED).bits());
+        // Release: this free's accesses before the close that waits on it.
+        active.fetch_sub(1, Ordering::Release);
     }
 
     /// Move a block from state `from` to free and onto a free list.
@@ -660,40 +677,49 @@ impl Heap {
     }
 
     fn push_free(&self, payload: usize) {
-        let slab = (payload - self.lo) / SLAB;
+        let slab = (payload - self.lo()) / SLAB;
         let h = self.slab(slab);
         match h.class.load(Ordering::Relaxed) {
             SlabHeader::LARGE => {
                 let n = h.slabs.load(Ordering::Relaxed) as usize;
                 self.large.lock().unwrap_or_else(|e| e.into_inner()).entry(n).or_default().push(payload);
             }
-            c => {
+            c if (1..=CLASSES as u32).contains(&c) => {
                 let c = c as usize - 1;
                 self.free[c][Self::shard()].lock().unwrap_or_else(|e| e.into_inner()).push(payload);
             }
+            _ => {} // a damaged slab header: the block is left out
         }
+    }
+
+    /// True if `payload` may be a block of this heap (in its slabs): a
+    /// check before trusting a word read from the index's files.
+    pub fn holds(&self, payload: usize) -> bool {
+        (self.lo() + SLAB + SlabHeader::BYTES + BlockState::BYTES..self.lo() + self.bytes())
+            .contains(&payload)
+            && payload % 8 == 0
     }
 
     /// Mark a block the index reaches as this incarnation's (reclamation's
     /// walk).
-    pub fn mark(&self, payload: usize) {
+    /// True if this call marked it (an earlier incarnation's live block).
+    pub fn mark(&self, payload: usize) -> bool {
         // Planted bug (scripts/planted-bugs.sh): mark nothing, so the sweep
         // frees blocks the index still reaches.
         if cfg!(dlht_plant = "heap_no_mark") {
-            return;
+            return false;
         }
-        if !(self.lo + SLAB + SlabHeader::BYTES..self.lo + self.bytes.load(Ordering::Relaxed))
-            .contains(&payload)
-        {
-            return; // not a block of this heap (a damaged index): never freed
+        if !self.holds(payload) {
+            return false; // not a block of this heap (a damaged index): never freed
         }
         let inc = self.current();
         let st = self.state_of(payload);
         let cur = BlockState::from_bits(st.load(Ordering::Relaxed));
         if cur.state() == BlockState::LIVE && cur.incarnation() < inc {
             let now = BlockState::new(inc, BlockState::LIVE).bits();
-            let _ = st.compare_exchange(cur.bits(), now, Ordering::Relaxed, Ordering::Relaxed);
+            return st.compare_exchange(cur.bits(), now, Ordering::Relaxed, Ordering::Relaxed).is_ok();
         }
+        false
     }
 
     /// Reclamation's sweep, after every block the index reaches is marked
@@ -733,7 +759,7 @@ impl Heap {
                     continue;
                 }
             };
-            let first = self.lo + s * SLAB + SlabHeader::BYTES + BlockState::BYTES;
+            let first = self.lo() + s * SLAB + SlabHeader::BYTES + BlockState::BYTES;
             for i in 0..blocks {
                 let p = first + i * size;
                 let st = self.state_of(p);

@@ -36,7 +36,16 @@ impl FileSet {
         open.push(Arc::downgrade(file));
     }
 
-    /// Write every open file's dirty pages and wait.
+    /// Register `file` to be synced before every other: a byte map's heap,
+    /// so that a value is on disk before the index entry naming it.
+    pub fn register_first(&self, file: &Arc<File>) {
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        open.retain(|w| w.strong_count() > 0);
+        open.insert(0, Arc::downgrade(file));
+    }
+
+    /// Write every open file's dirty pages and wait (in the order they were
+    /// registered, a heap first).
     pub fn sync_all(&self) -> Result<(), Error> {
         let files: Vec<Arc<File>> =
             self.open.lock().unwrap_or_else(|e| e.into_inner()).iter().filter_map(Weak::upgrade).collect();
