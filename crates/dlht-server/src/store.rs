@@ -285,10 +285,18 @@ impl Store {
         let heap = settings.limit_maxbytes.saturating_mul(2).max(64 << 20);
         let map = Items::open_with(dir, OpenOptions::new().heap_bytes(heap)).map_err(io)?;
         let r = map.recovery();
-        let mut meta = restart::Restart::read(dir)?.unwrap_or(restart::Meta {
-            origin: Clock::system().process_started(),
-            ..restart::Meta::default()
-        });
+        let mut meta = match restart::Restart::read(dir)? {
+            Some(m) => m,
+            // Items without their clock and cas bound: their times would be
+            // read against another clock and cas uniques handed out again.
+            None if !map.is_empty() => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!("{}: items but no {}", dir.display(), restart::META_FILE),
+                ))
+            }
+            None => restart::Meta { origin: Clock::system().process_started(), ..restart::Meta::default() },
+        };
         let cas = meta.cas_bound;
         meta.cas_bound = cas.saturating_add(restart::CAS_STEP);
         let len = map.len() as u64;
@@ -358,9 +366,7 @@ impl Store {
     fn next_cas(&self) -> u64 {
         let cas = self.cas.fetch_add(1, Relaxed).wrapping_add(1);
         if let Some(r) = &self.restart {
-            // A cache whose directory cannot be written any more keeps
-            // serving; a restart after it may then hand a cas out twice.
-            let _ = r.cover_cas(cas);
+            r.report(r.cover_cas(cas));
         }
         cas
     }
@@ -812,15 +818,20 @@ impl Store {
     /// are dead once the clock reaches `oldest_live`.
     fn flush_all(&self, delay: i64, now: u32) {
         bump(&self.local().cmd_flush);
-        let new_oldest = if delay > 0 { self.clock.realtime(delay) } else { now };
-        let oldest_live = new_oldest.wrapping_sub(1);
-        if oldest_live <= now {
-            self.oldest_cas.store(self.next_cas(), Relaxed);
-        }
-        // Release: publishes the oldest_cas above with it (see `dead`).
-        self.oldest_live.store(oldest_live, Release);
-        if let Some(r) = &self.restart {
-            let _ = r.flushed(oldest_live, self.oldest_cas.load(Relaxed));
+        let flush = || {
+            let new_oldest = if delay > 0 { self.clock.realtime(delay) } else { now };
+            let oldest_live = new_oldest.wrapping_sub(1);
+            if oldest_live <= now {
+                self.oldest_cas.store(self.next_cas(), Relaxed);
+            }
+            // Release: publishes the oldest_cas above with it (see `dead`).
+            self.oldest_live.store(oldest_live, Release);
+            (oldest_live, self.oldest_cas.load(Relaxed))
+        };
+        match &self.restart {
+            // In the meta file before the reply (a flush survives a kill).
+            Some(r) => r.report(r.flushed(flush)),
+            None => drop(flush()),
         }
     }
 

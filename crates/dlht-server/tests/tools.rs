@@ -522,6 +522,23 @@ fn pymemcache_sets_survive_kill_9_and_a_restart() {
         );
         drop(server);
     }
+    // An acknowledged flush_all survives a kill too.
+    let mut server = Server::start(&["-t", "2", "-e", dir_arg]);
+    let mut s = TcpStream::connect(server.addr).unwrap();
+    s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+    s.write_all(b"flush_all\r\n").unwrap();
+    let mut reply = [0u8; 4];
+    s.read_exact(&mut reply).unwrap();
+    assert_eq!(&reply, b"OK\r\n");
+    server.kill();
+    let server = Server::start(&["-t", "2", "-e", dir_arg]);
+    let mut s = TcpStream::connect(server.addr).unwrap();
+    s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+    s.write_all(b"get key0 key1 key2\r\n").unwrap();
+    let mut reply = [0u8; 5];
+    s.read_exact(&mut reply).unwrap();
+    assert_eq!(&reply, b"END\r\n", "items a flush_all invalidated came back after kill -9");
+    drop(server);
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_file(&acks);
 }

@@ -133,15 +133,31 @@ impl Restart {
         Ok(())
     }
 
-    /// Record `flush_all`'s new state.
-    pub fn flushed(&self, oldest_live: u32, oldest_cas: u64) -> io::Result<()> {
+    /// Run `flush` (which sets `flush_all`'s state and returns it) and
+    /// record what it set, under one lock: concurrent flushes write the
+    /// file in the order they set the state, so the file ends with the
+    /// state memory ends with.
+    pub fn flushed(&self, flush: impl FnOnce() -> (u32, u64)) -> io::Result<()> {
         let mut w = self.written.lock().unwrap_or_else(|e| e.into_inner());
+        let (oldest_live, oldest_cas) = flush();
         let mut next = *w;
         next.oldest_live = oldest_live;
         next.oldest_cas = oldest_cas;
         self.write(&next)?;
         *w = next;
         Ok(())
+    }
+
+    /// Report a failed write of the meta file once (the cache keeps
+    /// serving; a restart after it may hand out a cas unique again or
+    /// bring back what a `flush_all` invalidated).
+    pub fn report(&self, r: io::Result<()>) {
+        static REPORTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+        if let Err(e) = r {
+            if !REPORTED.swap(true, Relaxed) {
+                eprintln!("dlht-server: cannot write {}: {e}", self.path.display());
+            }
+        }
     }
 }
 
@@ -166,7 +182,7 @@ mod tests {
         assert_eq!(Restart::read(&dir).unwrap().unwrap().cas_bound, 10);
         r.cover_cas(11).unwrap();
         assert_eq!(Restart::read(&dir).unwrap().unwrap().cas_bound, 11 + CAS_STEP);
-        r.flushed(3, 4).unwrap();
+        r.flushed(|| (3, 4)).unwrap();
         let m = Restart::read(&dir).unwrap().unwrap();
         assert_eq!((m.oldest_live, m.oldest_cas, m.cas_bound), (3, 4, 11 + CAS_STEP));
         std::fs::remove_dir_all(&dir).unwrap();

@@ -10,7 +10,8 @@ Usage:
   python3 pymemcache_restart.py check HOST PORT ACKS
       Every key ACKS names is there with its value, flags, cas unique and
       expiry (`mg KEY t`: a key set to expire in an hour still has at most
-      that left, one set with none has none); `short` has
+      that left, one set with none has none); a cas unique handed out now is
+      above every acknowledged one; `short` has
       expired once 3 s have passed since it was set. Exits non-zero, naming
       the mismatch.
 """
@@ -91,6 +92,7 @@ def write(host, port, acks, n):
 def check(host, port, acks):
     c = Client((host, port), timeout=TIMEOUT, connect_timeout=TIMEOUT)
     n = 0
+    max_cas = 0
     short_at = None
     for line in open(acks):
         a, b = line.split()
@@ -98,6 +100,7 @@ def check(host, port, acks):
             short_at = float(b)
             continue
         i, cas = int(a), int(b)
+        max_cas = max(max_cas, cas)
         got = raw_gets(host, port, b"key%d" % i)
         want = (flags(i), value(i), cas)
         if got != want:
@@ -106,6 +109,13 @@ def check(host, port, acks):
         if expire(i) == 0 and ttl != -1 or expire(i) and not (0 < ttl <= expire(i)):
             sys.exit("FAIL key%d: ttl %r after the restart, set with %d" % (i, ttl, expire(i)))
         n += 1
+    # A cas unique handed out after the restart is new: above every one
+    # handed out before it.
+    c.set("after-restart", b"x", noreply=False)
+    _, cas = c.gets("after-restart")
+    if int(cas) <= max_cas:
+        sys.exit("FAIL a cas unique after the restart (%s) is not above those before (%d)" % (cas, max_cas))
+    c.delete("after-restart", noreply=False)
     # The 2 s expiry has passed (the clock went on across the restart).
     if short_at is not None:
         while time.time() < short_at + 3.5:
