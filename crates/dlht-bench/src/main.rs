@@ -87,6 +87,10 @@ enum StudyCmd {
     /// and a verdict against "within 10%"; `--recovery`: the time to the
     /// first get after kill -9 in the middle of a grow.
     Persist(studies::persist::PersistArgs),
+    /// The persistent byte map (FileByteMap) against the in-memory ByteMap:
+    /// batched gets, insert+remove and population in interleaved rounds,
+    /// ratios per round, resident and on-disk bytes per key.
+    PersistBytes(studies::persist_bytes::PersistBytesArgs),
 }
 
 fn main() {
@@ -105,6 +109,7 @@ fn main() {
         Some(StudyCmd::Memory(a)) => studies::memory::run(a),
         Some(StudyCmd::Server(a)) => studies::server::run(a),
         Some(StudyCmd::Persist(a)) => studies::persist::run(a),
+        Some(StudyCmd::PersistBytes(a)) => studies::persist_bytes::run(a),
         Some(StudyCmd::Profile(a)) => {
             studies::profile::run(a);
             false

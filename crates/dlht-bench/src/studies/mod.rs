@@ -7,13 +7,15 @@
 //! allocator mode, the per-key atomics, memory coming back, and resident
 //! bytes per key over table sizes; `server` runs memcached against
 //! dlht-server over loopback; `persist` sets the persistent map against
-//! the in-memory one and times recovery after kill -9.
+//! the in-memory one and times recovery after kill -9; `persist-bytes`
+//! does the same for the byte map.
 
 pub mod baseline;
 pub mod counters;
 pub mod drain;
 pub mod memory;
 pub mod persist;
+pub mod persist_bytes;
 pub mod profile;
 pub mod server;
 pub mod sizes;

@@ -45,7 +45,7 @@ const TWIN_KEYS: u64 = 1 << 14;
 const TARGET: f64 = 0.9;
 
 /// Parses a power of two of keys: `2^N` or the number itself.
-fn keys_arg(s: &str) -> Result<u64, String> {
+pub(super) fn keys_arg(s: &str) -> Result<u64, String> {
     let n = match s.trim().strip_prefix("2^") {
         Some(e) => e.parse::<u32>().ok().filter(|&e| e < 40).map(|e| 1u64 << e),
         None => s.trim().parse::<u64>().ok(),
