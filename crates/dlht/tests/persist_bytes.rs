@@ -649,6 +649,11 @@ fn damaged_heap_files_are_refused_and_left_as_they_were() {
     ));
     let h = heap.clone();
     damages.push(("missing".into(), Box::new(move || std::fs::remove_file(&h).unwrap())));
+    // Another byte map's heap file, whole and valid.
+    let other = fresh_dir("damaged-other");
+    drop(FileByteMap::open_with(&other, OpenOptions::new().heap_bytes(1 << 20)).unwrap());
+    let (h, o) = (heap.clone(), other.join("heap.dlht"));
+    damages.push(("another map's heap".into(), Box::new(move || drop(std::fs::copy(&o, &h).unwrap()))));
     for (what, damage) in &damages {
         damage();
         let before = snapshot(&dir);
@@ -664,4 +669,5 @@ fn damaged_heap_files_are_refused_and_left_as_they_were() {
     assert_eq!(m.len(), 500);
     drop(m);
     std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::remove_dir_all(&other).unwrap();
 }

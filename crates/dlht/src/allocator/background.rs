@@ -21,6 +21,12 @@ impl Drop for Reclaimer {
 }
 
 impl Reclaimer {
+    /// The thread has ended (done, stopped, or panicked).
+    #[cfg_attr(loom, allow(dead_code))]
+    pub fn finished(&self) -> bool {
+        self.thread.as_ref().map_or(true, |t| t.is_finished())
+    }
+
     /// Own `thread`, which polls `stop`.
     #[cfg_attr(loom, allow(dead_code))]
     pub fn new(stop: Arc<AtomicBool>, thread: std::thread::JoinHandle<()>) -> Reclaimer {

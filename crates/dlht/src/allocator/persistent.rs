@@ -129,7 +129,8 @@ mod imp {
         /// Wait until the background reclamation has finished (for tests
         /// and tools; the map serves meanwhile).
         pub fn wait_heap_reclaimed(&self) -> HeapReclaim {
-            while !self.heap().reclaim_state().done {
+            let running = || self.reclaimer.as_ref().is_some_and(|r| !r.finished());
+            while !self.heap().reclaim_state().done && running() {
                 std::thread::sleep(Duration::from_millis(1));
             }
             self.heap_reclaim()
@@ -207,6 +208,6 @@ mod imp {
             crossbeam_epoch::pin().flush();
             std::thread::sleep(Duration::from_micros(200));
         }
-        heap.sweep(slabs_at_open);
+        heap.sweep(slabs_at_open, stop);
     }
 }

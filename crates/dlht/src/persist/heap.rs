@@ -80,6 +80,8 @@ pub struct HeapHeader {
     /// Opens of the heap so far: blocks set in an earlier one than the
     /// current are reclaimed unless the index reaches them.
     pub incarnation: AtomicU64,
+    /// The seed of the map file this heap belongs to (`MapHeader::seed`).
+    pub map_seed: u64,
 }
 
 impl HeapHeader {
@@ -270,7 +272,7 @@ const INCARNATION_LIMIT: u64 = 1 << 48;
 
 impl Heap {
     /// Create `dir/heap.dlht` of `bytes` (rounded up to slabs; sparse).
-    pub fn create(dir: &Path, bytes: u64) -> Result<(), Error> {
+    pub fn create(dir: &Path, bytes: u64, map_seed: u64) -> Result<(), Error> {
         if bytes > MAX_HEAP_BYTES {
             return Err(Error::CapacityOverflow);
         }
@@ -283,6 +285,7 @@ impl Heap {
         h.layout_version = HEAP_LAYOUT_VERSION;
         h.endian = ENDIAN_CHECK;
         h.bytes = bytes;
+        h.map_seed = map_seed;
         h.next_slab.store(1, Ordering::Relaxed);
         m.sync()?;
         file.sync_all().map_err(io("syncing the heap file"))
@@ -303,11 +306,17 @@ impl Heap {
         let m = files::Mapping::new(&map, 0, PAGE)?;
         // SAFETY: a page of the map file; the header's fields are integers
         // and atomics, valid for any bytes.
-        let kind = unsafe { &*(m.ptr() as *const super::layout::MapHeader) }.kind;
-        if kind != super::layout::MapKind::Bytes as u32 {
+        let map_header = unsafe { &*(m.ptr() as *const super::layout::MapHeader) };
+        if map_header.kind != super::layout::MapKind::Bytes as u32 {
             return Ok(());
         }
-        Self::header_of(dir).map(|_| ())
+        let (file, _, _) = Self::header_of(dir)?;
+        let h = files::Mapping::new(&file, 0, PAGE)?;
+        // SAFETY: as in `header_of`.
+        if unsafe { &*(h.ptr() as *const HeapHeader) }.map_seed != map_header.seed {
+            return Err(Error::Corrupt { what: "the heap file belongs to another map" });
+        }
+        Ok(())
     }
 
     /// The heap file, open, and its base and bytes, checked.
@@ -726,14 +735,14 @@ impl Heap {
     /// and every thread pinned during the walk has unpinned: free every
     /// block of an earlier incarnation below the bump pointer of the open
     /// (nothing reaches it), and put those already free on free lists.
-    pub fn sweep(&self, slabs_at_open: usize) {
+    pub fn sweep(&self, slabs_at_open: usize, stop: &AtomicBool) {
         let inc = self.current();
         let free = BlockState::new(inc, BlockState::FREE).bits();
         let mut freed = 0;
         let mut s = 1;
         while s < slabs_at_open {
-            if !self.open.load(Ordering::Acquire) {
-                return;
+            if !self.open.load(Ordering::Acquire) || stop.load(Ordering::Relaxed) {
+                return; // closing: the next open's reclamation does it all
             }
             let h = self.slab(s);
             let class = h.class.load(Ordering::Relaxed);

@@ -343,8 +343,11 @@ mod imp {
                 files::remove(&dir.dir().join(files::index_file_name(old)));
             }
             files::remove(&dir.dir().join(super::heap::HEAP_FILE));
+            let keys = super::hasher::fresh_keys();
             if kind == MapKind::Bytes {
-                super::heap::Heap::create(dir.dir(), heap_bytes)?;
+                // Named by the map's seed: a heap file from another
+                // directory is refused.
+                super::heap::Heap::create(dir.dir(), heap_bytes, keys.0)?;
             }
             let tmp = dir.dir().join("map.dlht.tmp");
             let file = files::create_zeroed(&tmp, MAP_FILE_BYTES)?;
@@ -359,7 +362,6 @@ mod imp {
                 h.kind = kind as u32;
                 h.key_bytes = key_bytes as u32;
                 h.value_bytes = value_bytes as u32;
-                let keys = super::hasher::fresh_keys();
                 h.seed = keys.0;
                 h.secrets = keys.1;
                 let hasher = super::hasher::FileHasher::new(h.seed, h.secrets);
