@@ -653,7 +653,12 @@ fn damaged_heap_files_are_refused_and_left_as_they_were() {
     let other = fresh_dir("damaged-other");
     drop(FileByteMap::open_with(&other, OpenOptions::new().heap_bytes(1 << 20)).unwrap());
     let (h, o) = (heap.clone(), other.join("heap.dlht"));
-    damages.push(("another map's heap".into(), Box::new(move || drop(std::fs::copy(&o, &h).unwrap()))));
+    damages.push((
+        "another map's heap".into(),
+        Box::new(move || {
+            std::fs::copy(&o, &h).unwrap();
+        }),
+    ));
     for (what, damage) in &damages {
         damage();
         let before = snapshot(&dir);
