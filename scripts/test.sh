@@ -118,7 +118,7 @@ for study in baseline batching hashers sizes counters drain memory; do
   cargo run --release -p dlht-bench -- "$study" --smoke --out "target/dlht-bench-smoke-$study"
 done
 cargo run --release -p dlht-bench -- profile --ops 1000 --keys-log2 12
-cargo run --release -p dlht-bench -- persist --smoke --out target/dlht-bench-smoke-persist; cargo run --release -p dlht-bench -- persist --smoke --recovery --out target/dlht-bench-smoke-persist; cargo run --release -p dlht-bench -- persist --smoke --sync-ms 0,10; cargo run --release -p dlht-bench -- persist-bytes --smoke --out target/dlht-bench-smoke-persist
+cargo run --release -p dlht-bench -- persist --smoke --out target/dlht-bench-smoke-persist; cargo run --release -p dlht-bench -- persist --smoke --recovery --out target/dlht-bench-smoke-persist; cargo run --release -p dlht-bench -- persist --smoke --sync-ms 0,10; cargo run --release -p dlht-bench -- persist-bytes --smoke --out target/dlht-bench-smoke-persist; cargo run --release -p dlht-bench -- persist-bytes --smoke --recovery --out target/dlht-bench-smoke-persist
 # The server study starts memcached and dlht-server (loopback, pinned
 # apart), checks every reply of its own client, and stops both.
 cargo build --release -p dlht-server

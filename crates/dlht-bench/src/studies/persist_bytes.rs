@@ -11,6 +11,11 @@
 //! every value checked), insert of a fresh key then its remove, and
 //! population (`--keys`/4 fresh keys into a map made small, so that it
 //! grows). Ratios are taken within a round; the median is reported.
+//!
+//! `--recovery`: this binary runs itself as a child that fills a
+//! FileByteMap with `--keys` keys, says "growing" and grows it; the parent
+//! kills it (SIGKILL) 50–500 ms later, reopens the map, times the open and
+//! the first get, checks every key, and times the background reclamation.
 
 use crate::harness::machine::Machine;
 use dlht::{Access, ByteMap, FileByteMap, FileHasher, OpenOptions};
@@ -44,6 +49,13 @@ pub struct PersistBytesArgs {
     /// A short run (2^14 keys, one round, 0.1 s) that checks the harness.
     #[arg(long)]
     smoke: bool,
+    /// Instead: recovery after kill -9 in the middle of a grow (rounds of
+    /// a child filling `--keys` keys).
+    #[arg(long)]
+    recovery: bool,
+    /// The --recovery child's job (internal).
+    #[arg(long, hide = true)]
+    child: Option<PathBuf>,
     /// Where the report goes.
     #[arg(long, default_value = "docs/results/persist-bytes")]
     out: PathBuf,
@@ -88,10 +100,7 @@ fn make(file: bool, dir: &Path, capacity: u64, a: &PersistBytesArgs, tag: &str) 
     }
     let d = dir.join(format!("dlht-persist-bytes-{}-{tag}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
-    let heap = (a.keys * (a.value_bytes as u64 + 64) * 3).max(64 << 20);
-    let m = FileByteMap::open_with(&d, OpenOptions::new().capacity(capacity as usize).heap_bytes(heap))
-        .unwrap_or_else(|e| panic!("opening a FileByteMap in {}: {e}", d.display()));
-    Any::File(m, d)
+    Any::File(open_sized(&d, capacity, a), d)
 }
 
 /// Insert keys `from..to` on `threads` threads: Mops/s.
@@ -204,6 +213,12 @@ pub fn run(mut a: PersistBytesArgs) -> bool {
     if a.smoke {
         (a.keys, a.rounds, a.secs) = (1 << 14, 1, 0.1);
     }
+    if let Some(dir) = a.child.clone() {
+        child(&a, &dir);
+    }
+    if a.recovery {
+        return recovery(&a);
+    }
     let machine = Machine::describe();
     let dir = a.dir.clone().unwrap_or_else(std::env::temp_dir);
     let dur = Duration::from_secs_f64(a.secs);
@@ -301,4 +316,126 @@ pub fn run(mut a: PersistBytesArgs) -> bool {
     let _ = std::fs::create_dir_all(&a.out);
     let _ = std::fs::write(a.out.join("persist-bytes.md"), &md);
     false
+}
+
+/// A FileByteMap in `dir` presized for `capacity` keys, its heap room for
+/// `--keys` values three times over.
+fn open_sized(dir: &Path, capacity: u64, a: &PersistBytesArgs) -> FileByteMap {
+    let heap = (a.keys * (a.value_bytes as u64 + 64) * 3).max(64 << 20);
+    FileByteMap::open_with(dir, OpenOptions::new().capacity(capacity as usize).heap_bytes(heap))
+        .unwrap_or_else(|e| panic!("opening a FileByteMap in {}: {e}", dir.display()))
+}
+
+/// The --recovery child: fill, say "growing", grow, say "grown", wait to
+/// be killed.
+fn child(a: &PersistBytesArgs, dir: &Path) -> ! {
+    use std::io::Write as _;
+    let m = open_sized(dir, a.keys, a);
+    fill(&m, 0, a.keys, 2, a.value_bytes);
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "growing");
+    let _ = out.flush();
+    m.reserve(2 * a.keys as usize);
+    let _ = writeln!(out, "grown");
+    let _ = out.flush();
+    loop {
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}
+
+/// Kill a child mid-grow and recover, `--rounds` times: the report.
+fn recovery(a: &PersistBytesArgs) -> bool {
+    use std::io::BufRead as _;
+    use std::process::{Command, Stdio};
+    let dir = a
+        .dir
+        .clone()
+        .unwrap_or_else(std::env::temp_dir)
+        .join(format!("dlht-bytes-recovery-{}", std::process::id()));
+    let mut md = format!(
+        "FileByteMap recovery after kill -9 mid-grow: {} keys of 8 bytes, {}-byte values, dir {} ({})\n\n\
+         | round | killed after | open ms | first get ms | crashed | resize resumed | keys checked | reclaim s | blocks reclaimed |\n|---|---|---|---|---|---|---|---|---|\n",
+        a.keys,
+        a.value_bytes,
+        dir.display(),
+        Machine::describe().line()
+    );
+    let mut failed = false;
+    for round in 0..a.rounds {
+        let _ = std::fs::remove_dir_all(&dir);
+        let exe = std::env::current_exe().expect("this binary");
+        let mut c = Command::new(exe)
+            .args([
+                "persist-bytes",
+                "--keys",
+                &a.keys.to_string(),
+                "--value-bytes",
+                &a.value_bytes.to_string(),
+            ])
+            .arg("--child")
+            .arg(&dir)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("the child starts");
+        let mut lines = std::io::BufReader::new(c.stdout.take().expect("piped")).lines();
+        if !lines.any(|l| l.is_ok_and(|l| l == "growing")) {
+            let _ = c.kill();
+            let _ = c.wait();
+            eprintln!("check failed: the child ended before it grew the map");
+            return true;
+        }
+        let delay = 50 + splitmix(&mut (round as u64 + 0xd1e)) % 450;
+        std::thread::sleep(Duration::from_millis(delay));
+        let _ = c.kill(); // SIGKILL
+        let _ = c.wait();
+        let t0 = Instant::now();
+        let m = FileByteMap::open(&dir).expect("reopening after the kill");
+        let probe = a.keys / 2;
+        let first = m.get(&probe.to_le_bytes(), &m.guard()).map(|v| v[..8] == probe.to_le_bytes());
+        let first_get = t0.elapsed();
+        let r = m.recovery();
+        let mut bad = (first != Some(true)) as u64;
+        {
+            let g = m.guard();
+            for k in 0..a.keys {
+                if m.get(&k.to_le_bytes(), &g).is_none_or_wrong(k) {
+                    bad += 1;
+                }
+            }
+        }
+        let rec = m.wait_heap_reclaimed();
+        let reclaim = t0.elapsed();
+        failed |= bad > 0;
+        md += &format!(
+            "| {round} | {delay} ms | {:.2} | {:.2} | {} | {} | {} ({bad} bad) | {:.2} | {} |\n",
+            r.open_time.as_secs_f64() * 1e3,
+            first_get.as_secs_f64() * 1e3,
+            r.crashed,
+            r.resize_resumed,
+            a.keys,
+            reclaim.as_secs_f64(),
+            rec.blocks_freed
+        );
+        drop(m);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    print!("{md}");
+    let _ = std::fs::create_dir_all(&a.out);
+    let _ = std::fs::write(a.out.join("recovery-bytes.md"), &md);
+    if failed {
+        eprintln!("check failed: keys missing or wrong after recovery");
+    }
+    failed
+}
+
+/// A value that is absent or not its key's.
+trait Checked {
+    fn is_none_or_wrong(&self, k: u64) -> bool;
+}
+
+impl Checked for Option<dlht::ValueRef<'_>> {
+    fn is_none_or_wrong(&self, k: u64) -> bool {
+        self.as_ref().map_or(true, |v| v.len() < 8 || v[..8] != k.to_le_bytes())
+    }
 }
