@@ -92,6 +92,14 @@ pub struct ServerArgs {
     /// Folder for server.csv, server.json and the processes' logs.
     #[arg(long, default_value = "target/dlht-bench-server")]
     pub out: PathBuf,
+    /// Also run dlht-server with `-e DIR` (warm restart: items in a
+    /// persistent byte map) beside the in-memory one.
+    #[arg(long)]
+    pub restartable: bool,
+    /// Where `--restartable`'s item directories go (default: beside the
+    /// logs in the output folder).
+    #[arg(long)]
+    pub restart_dir: Option<PathBuf>,
     /// A few seconds: 10^4 keys, 1 round, short runs and trace; still
     /// checks every reply.
     #[arg(long)]
@@ -110,6 +118,8 @@ struct Server {
     memcached: bool,
     /// Environment it runs with.
     env: Vec<(String, String)>,
+    /// Run with `-e DIR` (warm restart), a fresh directory per start.
+    restartable: bool,
 }
 
 /// One measurement.
@@ -264,6 +274,11 @@ fn start(p: &Plan, s: &Server, mb: u64, tag: &str) -> Result<(procs::Guard, Sock
     if !s.memcached {
         cmd.extend(["-p", &port_s, "-l", "127.0.0.1", "-t", &t, "-m", &m, "-c", "4096"].map(String::from));
     }
+    if s.restartable {
+        let dir = p.a.restart_dir.clone().unwrap_or_else(|| p.dir.clone()).join(format!("items-{tag}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        cmd.extend(["-e".to_string(), dir.to_string_lossy().into_owned()]);
+    }
     let log = p.dir.join(format!("{}-{tag}.log", s.name.replace(['[', ']'], "_")));
     let mut g = procs::spawn(&s.name, &p.a.server_cores, &cmd, &s.env, None, &log)?;
     let addr: SocketAddr = ([127, 0, 0, 1], port).into();
@@ -414,8 +429,9 @@ fn study(p: &Plan) -> bool {
         a.seconds,
         a.rounds
     );
-    let memcached = Server { name: "memcached".into(), memcached: true, env: vec![] };
-    let dlht = Server { name: "dlht-server".into(), memcached: false, env: vec![] };
+    let memcached = Server { name: "memcached".into(), memcached: true, env: vec![], restartable: false };
+    let dlht = Server { name: "dlht-server".into(), memcached: false, env: vec![], restartable: false };
+    let dlht_e = Server { name: "dlht-server -e".into(), memcached: false, env: vec![], restartable: true };
     let policies: Vec<Server> = match &a.eviction_policies {
         None => vec![dlht.clone()],
         Some(v) => v
@@ -424,6 +440,7 @@ fn study(p: &Plan) -> bool {
                 name: format!("dlht-server[{pol}]"),
                 memcached: false,
                 env: vec![("DLHT_EVICTION".into(), pol.clone())],
+                restartable: false,
             })
             .collect(),
     };
@@ -444,6 +461,9 @@ fn study(p: &Plan) -> bool {
                     servers.extend(policies.iter());
                 } else {
                     servers.push(&dlht);
+                    if a.restartable {
+                        servers.push(&dlht_e);
+                    }
                 }
                 for s in servers {
                     eprint!("round {} {w} {tool} {} … ", round + 1, s.name);
@@ -462,6 +482,13 @@ fn study(p: &Plan) -> bool {
         }
     }
     report(p, machine, &rows);
+    // The restartable runs' item directories (the servers are stopped).
+    let items = a.restart_dir.clone().unwrap_or_else(|| p.dir.clone());
+    for e in std::fs::read_dir(&items).into_iter().flatten().flatten() {
+        if e.file_name().to_string_lossy().starts_with("items-") {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
     for f in &failures {
         eprintln!("check failed: {f}");
     }
