@@ -676,3 +676,50 @@ fn damaged_heap_files_are_refused_and_left_as_they_were() {
     std::fs::remove_dir_all(&dir).unwrap();
     std::fs::remove_dir_all(&other).unwrap();
 }
+
+/// Frees deferred by epoch reclamation past a map's close (a guard still
+/// pinned then) do nothing to the next open of the same heap — whose
+/// reclamation gives those blocks back and reuses them — nor to another
+/// map opened in the meantime.
+#[test]
+fn frees_deferred_past_a_close_touch_nothing_of_the_next_open() {
+    let (dir, other) = (fresh_dir("late-free"), fresh_dir("late-free-other"));
+    let small = || OpenOptions::new().heap_bytes(64 << 20);
+    let m = FileByteMap::open_with(&dir, small()).unwrap();
+    let held = m.guard();
+    for j in 0..2000u64 {
+        m.upsert(&key(4, j), &value(j), &held).unwrap();
+    }
+    for j in 0..2000u64 {
+        m.remove(&key(4, j), &held); // retired: freed only after `held` unpins
+    }
+    drop(m); // closed with its frees pending
+    let o = FileByteMap::open_with(&other, small()).unwrap();
+    let m = FileByteMap::open_with(&dir, small()).unwrap();
+    // (Its reclamation waits for `held` to unpin: it cannot finish yet.)
+    let mut model = HashMap::new();
+    for j in 0..4000u64 {
+        let (k, v) = (key(5, j), value(j + 1));
+        m.upsert(&k, &v, &m.guard()).unwrap();
+        o.upsert(&k, &v, &o.guard()).unwrap();
+        model.insert(k, v);
+    }
+    drop(held); // the late frees run now
+    for _ in 0..10_000 {
+        drop(m.guard());
+    }
+    m.wait_heap_reclaimed();
+    // Blocks a late free wrongly freed would be handed out again here.
+    for j in 0..4000u64 {
+        m.upsert(&key(6, j), &value(j + 2), &m.guard()).unwrap();
+        o.upsert(&key(6, j), &value(j + 2), &o.guard()).unwrap();
+    }
+    for map in [&m, &o] {
+        let got = contents(map);
+        let changed = model.iter().filter(|(k, v)| got.get(*k) != Some(*v)).count();
+        assert_eq!(changed, 0, "values changed by frees deferred past a close");
+    }
+    drop((m, o));
+    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::remove_dir_all(&other).unwrap();
+}

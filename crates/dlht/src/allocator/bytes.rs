@@ -9,7 +9,7 @@
 //! the entry's stamp, then the key's bytes (longer keys only), then the
 //! value's.
 
-use super::entry::{heap_of, Element, Fresh, HeapRef, Shape, ValueWord};
+use super::entry::{Element, Fresh, HeapRef, Shape, ValueWord};
 use super::pointers::{PointerIndex, PointerIter};
 use super::{namespace_id, namespace_mix, prefetch_lines, Access, Guard, PASS};
 use crate::compute::{self, Computed, Op};
@@ -267,10 +267,6 @@ impl Blob {
 
 impl Element for Blob {
     unsafe fn free(addr: usize) {
-        if let Some(h) = heap_of(addr) {
-            h.free_unpublished(addr);
-            return;
-        }
         let p = addr as *mut Blob;
         // SAFETY: a blob made by `try_new` (the caller's contract), whose
         // header gives back the layout it was allocated with.
@@ -871,7 +867,7 @@ impl<'m, S: BuildHasher> ByteNamespace<'m, S> {
         };
         let p = Blob::try_new(stored, value, self.map.index.heap)?;
         // SAFETY: just made, ours.
-        unsafe { Fresh::new(shape, self.ns, p.as_ptr() as usize) }
+        unsafe { Fresh::new_in(shape, self.ns, p.as_ptr() as usize, self.map.index.heap) }
     }
 
     /// See [`ByteMap::prefetch`].

@@ -41,11 +41,11 @@ impl Heap {
     pub fn retiring(&self, _: usize) -> (u64, bool) {
         match *self {}
     }
-    pub fn free_retired(&self, _: usize, _: u64) {
-        match *self {}
-    }
     pub fn close(&self) {
         match *self {}
+    }
+    pub fn free_tagged(_: usize, _: u64) {
+        unreachable!("loom builds open no heap")
     }
 }
 use core::alloc::Layout;
@@ -122,6 +122,18 @@ impl ValueWord {
         self.0
     }
 
+    /// What the address points to, or None for a code no word of ours
+    /// has (a damaged file's).
+    #[cfg_attr(loom, allow(dead_code))]
+    pub fn try_shape(self) -> Option<Shape> {
+        match self.0 >> Self::SHAPE_SHIFT {
+            c @ 1..=9 => Some(Shape::Inline(c as u8 - 1)),
+            Shape::ENTRY => Some(Shape::Entry),
+            Shape::LIST => Some(Shape::List),
+            _ => None,
+        }
+    }
+
     /// What the address points to.
     #[inline(always)]
     pub fn shape(self) -> Shape {
@@ -184,6 +196,13 @@ impl List {
         unsafe { core::slice::from_raw_parts((self as *const List).add(1).cast::<u64>(), self.len) }
     }
 
+    /// True if the list's words fit in `bytes` (a check of a list read
+    /// from a file before its words are).
+    #[cfg_attr(loom, allow(dead_code))]
+    pub fn fits(&self, bytes: usize) -> bool {
+        Self::layout(self.len).is_ok_and(|l| l.size() <= bytes)
+    }
+
     fn layout(len: usize) -> Result<Layout, Error> {
         Layout::array::<u64>(len + 1).map_err(|_| Error::AllocFailed { bytes: usize::MAX })
     }
@@ -205,34 +224,30 @@ impl List {
         Ok(p)
     }
 
-    /// Free the list container (not its elements).
+    /// Free a list container (not its elements) of the global allocator.
     ///
     /// # Safety
-    /// `addr` is a list made by `try_new` that nothing can reach, never
-    /// published or out of the index and past reclamation; freed once.
+    /// `addr` is a list made by `try_new` without a heap that nothing can
+    /// reach, never published or out of the index and past reclamation;
+    /// freed once.
     pub unsafe fn free(addr: usize) {
-        if let Some(h) = heap_of(addr) {
-            h.free_unpublished(addr);
-            return;
-        }
         // SAFETY: the caller's contract; the header gives the layout back.
         unsafe {
             let layout = Self::layout((*(addr as *const List)).len).expect("dlht invariant: its own layout");
             std::alloc::dealloc(addr as *mut u8, layout);
         }
     }
-}
 
-/// The heap of the persistent map `addr` was allocated in, if any (one
-/// load where no persistent byte map was ever opened).
-#[inline]
-pub(crate) fn heap_of(addr: usize) -> HeapRef {
-    #[cfg(not(loom))]
-    return crate::persist::heap::lookup(addr);
-    #[cfg(loom)]
-    {
-        let _ = addr;
-        None
+    /// Free a list never published, made by `try_new` in `heap`.
+    ///
+    /// # Safety
+    /// As for [`free`](Self::free), with the heap it was made in.
+    pub unsafe fn free_in(addr: usize, heap: HeapRef) {
+        match heap {
+            Some(h) => h.free_unpublished(addr),
+            // SAFETY: the caller's contract.
+            None => unsafe { Self::free(addr) },
+        }
     }
 }
 
@@ -254,6 +269,8 @@ pub(crate) fn try_box<T>(v: T) -> Result<NonNull<T>, Error> {
 /// ends without publishing it.
 pub(crate) struct Fresh<E: Element> {
     pub word: ValueWord,
+    /// The heap it was allocated in (None: the global allocator).
+    heap: HeapRef,
     _e: core::marker::PhantomData<E>,
 }
 
@@ -265,11 +282,20 @@ impl<E: Element> Fresh<E> {
     /// # Safety
     /// `addr` is an unpublished element of type `E`, owned by the caller.
     pub unsafe fn new(shape: Shape, ns: u16, addr: usize) -> Result<Self, Error> {
+        // SAFETY: the caller's contract.
+        unsafe { Self::new_in(shape, ns, addr, None) }
+    }
+
+    /// As [`new`](Self::new), for an element allocated in `heap`.
+    ///
+    /// # Safety
+    /// As for [`new`](Self::new); `addr` was allocated in `heap`.
+    pub unsafe fn new_in(shape: Shape, ns: u16, addr: usize, heap: HeapRef) -> Result<Self, Error> {
         match ValueWord::new(shape, ns, addr) {
-            Some(word) => Ok(Fresh { word, _e: core::marker::PhantomData }),
+            Some(word) => Ok(Fresh { word, heap, _e: core::marker::PhantomData }),
             None => {
                 // SAFETY: the caller's, never published.
-                unsafe { E::free(addr) };
+                unsafe { free_unpublished::<E>(addr, heap) };
                 Err(Error::Unsupported)
             }
         }
@@ -290,8 +316,21 @@ impl<E: Element> Fresh<E> {
 
 impl<E: Element> Drop for Fresh<E> {
     fn drop(&mut self) {
-        // SAFETY: never published, so ours alone.
-        unsafe { E::free(self.word.addr()) };
+        // SAFETY: never published, so ours alone; allocated in `heap`.
+        unsafe { free_unpublished::<E>(self.word.addr(), self.heap) };
+    }
+}
+
+/// Free an element never published, allocated in `heap` (or, None, by
+/// `E`'s own allocation).
+///
+/// # Safety
+/// `addr` is such an element, owned by the caller, freed once.
+unsafe fn free_unpublished<E: Element>(addr: usize, heap: HeapRef) {
+    match heap {
+        Some(h) => h.free_unpublished(addr),
+        // SAFETY: the caller's contract.
+        None => unsafe { E::free(addr) },
     }
 }
 
@@ -301,24 +340,25 @@ impl<E: Element> Drop for Fresh<E> {
 /// No slot or list reachable from now on holds `w`, and it is retired
 /// once; `E`'s contents may be dropped on any thread, after the map is
 /// gone (the maps' `Send + 'static` bounds).
-pub(crate) unsafe fn retire<E: Element>(w: ValueWord, guard: &Guard) -> bool {
+pub(crate) unsafe fn retire<E: Element>(w: ValueWord, heap: HeapRef, guard: &Guard) -> bool {
     // SAFETY: the caller's contract.
-    unsafe { retire_addr(w.addr(), E::free, guard) }
+    unsafe { retire_addr(w.addr(), E::free, heap, guard) }
 }
 
 /// Hand the allocation at `addr` that left the index to epoch
-/// reclamation, to be freed with `free` — or, in a persistent map's heap,
-/// marked retired now and freed there with this incarnation's tag.
+/// reclamation, to be freed with `free` — or, allocated in `heap` (a
+/// persistent map's), marked retired now and freed there with this open's
+/// tag.
 ///
 /// True if it was a persistent heap's block of an earlier incarnation
 /// that its reclamation's walk had not reached (and so not counted).
 ///
 /// # Safety
 /// As for [`retire`].
-pub(crate) unsafe fn retire_addr(addr: usize, free: unsafe fn(usize), guard: &Guard) -> bool {
+pub(crate) unsafe fn retire_addr(addr: usize, free: unsafe fn(usize), heap: HeapRef, guard: &Guard) -> bool {
     // Retired by the bare address, not the tagged word: a leak checker
     // scanning pending garbage at exit then sees it reachable.
-    let (free, uncounted) = match heap_of(addr) {
+    let (free, uncounted) = match heap {
         Some(h) => {
             let (tag, uncounted) = h.retiring(addr);
             (Free::Heap(tag), uncounted)
@@ -335,7 +375,8 @@ pub(crate) unsafe fn retire_addr(addr: usize, free: unsafe fn(usize), guard: &Gu
 pub(crate) enum Free {
     /// By this function.
     Plain(unsafe fn(usize)),
-    /// In its persistent heap, if still in the incarnation of this tag.
+    /// In its persistent heap, if that heap is still in the open this tag
+    /// names (`persist::heap::Heap::free_tagged`).
     Heap(u64),
 }
 
@@ -348,11 +389,7 @@ impl Free {
         match self {
             // SAFETY: the caller's contract.
             Free::Plain(f) => unsafe { f(addr) },
-            Free::Heap(tag) => {
-                if let Some(h) = heap_of(addr) {
-                    h.free_retired(addr, tag);
-                }
-            }
+            Free::Heap(tag) => Heap::free_tagged(addr, tag),
         }
     }
 }

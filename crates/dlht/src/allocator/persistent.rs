@@ -127,7 +127,9 @@ mod imp {
         }
 
         /// Wait until the background reclamation has finished (for tests
-        /// and tools; the map serves meanwhile).
+        /// and tools; the map serves meanwhile). Not while this thread
+        /// holds a [`Guard`](crate::Guard): the reclamation waits for every
+        /// thread pinned during its walk to unpin.
         pub fn wait_heap_reclaimed(&self) -> HeapReclaim {
             let running = || self.reclaimer.as_ref().is_some_and(|r| !r.finished());
             while !self.heap().reclaim_state().done && running() {
@@ -164,10 +166,12 @@ mod imp {
                     break;
                 }
                 let vw = ValueWord::from_bits(w);
-                if !heap.holds(vw.addr()) {
-                    continue; // a damaged index's word: left alone
-                }
-                if vw.shape() != Shape::List {
+                // A damaged index's word (no shape of ours, not a block of
+                // the heap, a list longer than its block): left alone.
+                let (Some(shape), Some(room)) = (vw.try_shape(), heap.block_bytes(vw.addr())) else {
+                    continue;
+                };
+                if shape != Shape::List {
                     if heap.mark(vw.addr()) {
                         // SAFETY: a live blob read under `_g`.
                         bytes += unsafe { Blob::bytes(vw.addr()) } as i64;
@@ -177,6 +181,9 @@ mod imp {
                 // SAFETY: read from the index under `_g`: a published list
                 // in the heap, not freed while pinned.
                 let l = unsafe { &*(vw.addr() as *const List) };
+                if !l.fits(room) {
+                    continue;
+                }
                 let words = l.words();
                 if heap.mark(vw.addr()) {
                     collided += words.len() as isize - 1;

@@ -79,7 +79,7 @@ impl<E: Element, H: BuildHasher> PointerIndex<E, H> {
         // SAFETY: the caller's contract.
         let bytes = unsafe { E::bytes(old.addr()) } as i64;
         // SAFETY: the caller's contract.
-        if unsafe { retire::<E>(old, guard) } {
+        if unsafe { retire::<E>(old, self.heap, guard) } {
             self.index.add_value_bytes(bytes);
         }
     }
@@ -95,7 +95,7 @@ impl<E: Element, H: BuildHasher> PointerIndex<E, H> {
         // SAFETY: a list read under `guard`, not freed before it unpins.
         let extra = unsafe { &*(addr as *const List) }.words().len() as isize - 1;
         // SAFETY: the caller's contract (`List::free`'s, once reclaimed).
-        if unsafe { retire_addr(addr, List::free, guard) } {
+        if unsafe { retire_addr(addr, List::free, self.heap, guard) } {
             // Relaxed: a count.
             self.collided.fetch_add(extra, Ordering::Relaxed);
         }
@@ -298,8 +298,8 @@ impl<E: Element, H: BuildHasher> PointerIndex<E, H> {
             matches!(driver::update(&self.index, &kw, |cur| (cur == w).then_some(new)), Change::Changed(_));
         if !done {
             if let Some(l) = list {
-                // SAFETY: made by `List::try_new` and never published.
-                unsafe { List::free(l.as_ptr() as usize) };
+                // SAFETY: made by `List::try_new` in our heap and never published.
+                unsafe { List::free_in(l.as_ptr() as usize, self.heap) };
             }
         }
         done
@@ -441,8 +441,8 @@ fn list_word(words: Vec<u64>, heap: HeapRef) -> Result<NewWord, Error> {
     match ValueWord::new(Shape::List, 0, list.as_ptr() as usize) {
         Some(w) => Ok((w.bits(), Some(list))),
         None => {
-            // SAFETY: just made, never published.
-            unsafe { List::free(list.as_ptr() as usize) };
+            // SAFETY: just made in `heap`, never published.
+            unsafe { List::free_in(list.as_ptr() as usize, heap) };
             Err(Error::Unsupported)
         }
     }

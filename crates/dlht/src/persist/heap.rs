@@ -102,7 +102,7 @@ impl HeapHeader {
             return Err(Error::Corrupt { what: "the heap file's length" });
         }
         let base = self.base.load(Ordering::Relaxed) as usize;
-        if base != 0 && (base % SLAB != 0 || base < BASE_LOW || base + self.bytes as usize > BASE_HIGH) {
+        if base != 0 && (base % SLAB != 0 || base < BASE_LOW || base > BASE_HIGH - self.bytes as usize) {
             return Err(Error::Corrupt { what: "the heap's base address" });
         }
         if self.incarnation.load(Ordering::Relaxed) >= INCARNATION_LIMIT {
@@ -203,28 +203,17 @@ static HEAPS: [AtomicPtr<Heap>; MAX_HEAPS] = [const { AtomicPtr::new(core::ptr::
 static HEAP_COUNT: AtomicUsize = AtomicUsize::new(0);
 /// Serializes opens and closes of heaps (registration, mapping).
 static OPENING: Mutex<()> = Mutex::new(());
-/// Serials of opens: unique in the process.
+/// Serials of opens: unique in the process (below 2^56: a tag keeps the
+/// slot in its top byte).
 static SERIAL: AtomicU64 = AtomicU64::new(1);
-
-/// The open heap whose range holds `addr`, if any: one load in a process
-/// that never opened a persistent byte map.
-#[inline]
-pub fn lookup(addr: usize) -> Option<&'static Heap> {
-    let n = HEAP_COUNT.load(Ordering::Acquire);
-    for slot in &HEAPS[..n] {
-        // SAFETY: registered heaps are leaked: never freed.
-        let h = unsafe { &*slot.load(Ordering::Acquire) };
-        // Acquire: the range stored before the heap was published open.
-        if h.open.load(Ordering::Acquire) && (h.lo()..h.lo() + h.bytes()).contains(&addr) {
-            return Some(h);
-        }
-    }
-    None
-}
+/// Where a retirement's tag keeps its heap's slot.
+const TAG_SLOT_SHIFT: u32 = 56;
 
 /// A heap file mapped at its base, while open; reused for the next heap
 /// opened once closed.
 pub struct Heap {
+    /// Its index in `HEAPS` (a retirement's tag names it).
+    slot: usize,
     /// Where the file is mapped, and its bytes (set before `open`).
     lo: AtomicUsize,
     bytes: AtomicUsize,
@@ -400,6 +389,7 @@ impl Heap {
             return None;
         }
         let h: &'static Heap = Box::leak(Box::new(Heap {
+            slot: n,
             lo: AtomicUsize::new(0),
             bytes: AtomicUsize::new(0),
             serial: AtomicU64::new(0),
@@ -651,26 +641,52 @@ impl Heap {
             let retired = BlockState::new(inc, BlockState::RETIRED).bits();
             // Relaxed: the state word alone is contended (by reclamation).
             match st.compare_exchange_weak(cur, retired, Ordering::Relaxed, Ordering::Relaxed) {
-                Ok(_) => return (self.serial.load(Ordering::Relaxed), b.incarnation() < inc),
+                Ok(_) => return (self.tag(), b.incarnation() < inc),
                 Err(now) => cur = now,
             }
         }
     }
 
-    /// Epoch reclamation frees a block retired in the open of serial `tag`.
+    /// The tag of this open's retirements: slot and serial.
+    fn tag(&self) -> u64 {
+        (self.slot as u64) << TAG_SLOT_SHIFT | self.serial.load(Ordering::Relaxed)
+    }
+
+    /// Epoch reclamation frees the block at `payload` retired with `tag`
+    /// (see `free_retired`): the heap is found by the tag's slot, never by
+    /// the address (a range may hold another heap by now).
+    pub fn free_tagged(payload: usize, tag: u64) {
+        let slot = (tag >> TAG_SLOT_SHIFT) as usize;
+        let p = HEAPS.get(slot).map_or(core::ptr::null_mut(), |p| p.load(Ordering::Acquire));
+        // SAFETY: registered heaps are leaked: never freed.
+        if let Some(h) = unsafe { p.as_ref() } {
+            h.free_retired(payload, tag);
+        }
+    }
+
+    /// Epoch reclamation frees a block retired in the open of `tag`.
     /// A free deferred past the heap's close does nothing (the next open's
     /// reclamation finds the block), even when it runs while the close
     /// does: it announces itself in `active` before it reads `open`, and
     /// the close clears `open` before it waits for `active` to drain
     /// (both SeqCst: one of the two sees the other).
-    pub fn free_retired(&self, payload: usize, tag: u64) {
+    fn free_retired(&self, payload: usize, tag: u64) {
+        /// Leaves `active` however the free ends (a panic too: a count left
+        /// raised would make every later close of the slot wait forever).
+        struct Leave<'a>(&'a AtomicUsize);
+        impl Drop for Leave<'_> {
+            fn drop(&mut self) {
+                // Release: this free's accesses before the close that waits
+                // on it.
+                self.0.fetch_sub(1, Ordering::Release);
+            }
+        }
         let active = &self.active[Self::shard()];
         active.fetch_add(1, Ordering::SeqCst);
-        if self.open.load(Ordering::SeqCst) && tag != 0 && tag == self.serial.load(Ordering::Relaxed) {
+        let _leave = Leave(active);
+        if self.open.load(Ordering::SeqCst) && tag != 0 && tag == self.tag() {
             self.release(payload, BlockState::new(self.current(), BlockState::RETIRED).bits());
         }
-        // Release: this free's accesses before the close that waits on it.
-        active.fetch_sub(1, Ordering::Release);
     }
 
     /// Move a block from state `from` to free and onto a free list.
@@ -703,10 +719,35 @@ impl Heap {
 
     /// True if `payload` may be a block of this heap (in its slabs): a
     /// check before trusting a word read from the index's files.
+    /// The block's start as its slab's header places blocks is checked.
     pub fn holds(&self, payload: usize) -> bool {
-        (self.lo() + SLAB + SlabHeader::BYTES + BlockState::BYTES..self.lo() + self.bytes())
-            .contains(&payload)
-            && payload % 8 == 0
+        self.block_bytes(payload).is_some()
+    }
+
+    /// The payload bytes of the block at `payload`, if it is one: inside
+    /// the file, where its slab's class (or large run) puts a block.
+    pub fn block_bytes(&self, payload: usize) -> Option<usize> {
+        let lo = self.lo();
+        if !(lo + SLAB + SlabHeader::BYTES + BlockState::BYTES..lo + self.bytes()).contains(&payload) {
+            return None;
+        }
+        let slab = (payload - lo) / SLAB;
+        let first = lo + slab * SLAB + SlabHeader::BYTES + BlockState::BYTES;
+        let h = self.slab(slab);
+        match h.class.load(Ordering::Relaxed) {
+            SlabHeader::LARGE => {
+                let slabs = h.slabs.load(Ordering::Relaxed) as usize;
+                let fits = slabs >= 1 && slab + slabs <= self.bytes() / SLAB;
+                (payload == first && fits).then(|| slabs * SLAB - SlabHeader::BYTES - BlockState::BYTES)
+            }
+            c if (1..=CLASSES as u32).contains(&c) => {
+                let size = CLASS_BYTES[c as usize - 1];
+                let at = payload - first;
+                (at % size == 0 && at / size < (SLAB - SlabHeader::BYTES) / size)
+                    .then(|| size - BlockState::BYTES)
+            }
+            _ => None,
+        }
     }
 
     /// Mark a block the index reaches as this incarnation's (reclamation's
