@@ -204,7 +204,7 @@ mod models {
                 }
             });
             slot.store(0, Ordering::SeqCst); // the unlink
-            let h = Held { addr: 0, free: super::entry::Free::Plain(|_| {}) };
+            let h = Held { addr: 0, free: crate::allocator::entry::Free::Plain(|_| {}) };
             if reg.retire(h).is_some() {
                 free(&cell);
             }
@@ -228,7 +228,7 @@ mod models {
                 let given_back = r2.unregister(id).len();
                 f2.fetch_add(given_back, Ordering::Relaxed);
             });
-            let h = Held { addr: 0, free: super::entry::Free::Plain(|_| {}) };
+            let h = Held { addr: 0, free: crate::allocator::entry::Free::Plain(|_| {}) };
             if reg.retire(h).is_some() {
                 frees.fetch_add(1, Ordering::Relaxed);
             }
