@@ -24,7 +24,7 @@ caught() {
   # Failing tests as the summary lists them, or, for a run that crashed
   # before its summary (a plant that frees memory still in use can
   # segfault), as the progress lines of `-q` name them.
-  failed=$(echo "$out" | grep -E "^    [a-z_:]+$|^[a-z_:]+ --- FAILED$" | sed 's/ --- FAILED$//' | tr -d ' ' | sort -u | paste -sd, -)
+  failed=$(echo "$out" | grep -E "^    [a-z0-9_:]+$|^[a-z0-9_:]+ --- FAILED$" | sed 's/ --- FAILED$//' | tr -d ' ' | sort -u | paste -sd, -)
   # A run filtered to the one test that crashed (a signal, no summary) is
   # that test failing.
   if [ -z "$failed" ] && [[ " $* " == *" $name "* ]] && echo "$out" | grep -q "didn't exit successfully.*signal"; then
