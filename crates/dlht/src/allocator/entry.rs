@@ -340,6 +340,7 @@ unsafe fn free_unpublished<E: Element>(addr: usize, heap: HeapRef) {
 /// No slot or list reachable from now on holds `w`, and it is retired
 /// once; `E`'s contents may be dropped on any thread, after the map is
 /// gone (the maps' `Send + 'static` bounds).
+#[inline]
 pub(crate) unsafe fn retire<E: Element>(w: ValueWord, heap: HeapRef, guard: &Guard) -> bool {
     // SAFETY: the caller's contract.
     unsafe { retire_addr(w.addr(), E::free, heap, guard) }
@@ -355,6 +356,7 @@ pub(crate) unsafe fn retire<E: Element>(w: ValueWord, heap: HeapRef, guard: &Gua
 ///
 /// # Safety
 /// As for [`retire`].
+#[inline]
 pub(crate) unsafe fn retire_addr(addr: usize, free: unsafe fn(usize), heap: HeapRef, guard: &Guard) -> bool {
     // Retired by the bare address, not the tagged word: a leak checker
     // scanning pending garbage at exit then sees it reachable.

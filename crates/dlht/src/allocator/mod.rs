@@ -165,6 +165,7 @@ impl Guard {
     /// # Safety
     /// No slot or list reachable from now on holds `addr`; it is retired
     /// once; `free(addr)` may run on any thread, after the map is gone.
+    #[inline]
     pub(crate) unsafe fn retire(&self, addr: usize, free: entry::Free) {
         let h = Held { addr, free };
         let h = match owned::registry() {
@@ -182,6 +183,7 @@ impl Guard {
     ///
     /// # Safety
     /// No new reference to `h` can be made, and no owned guard holds one.
+    #[inline]
     unsafe fn defer(&self, h: Held) {
         let free = move || {
             // SAFETY: the caller's contract; a reference read under a pin is
