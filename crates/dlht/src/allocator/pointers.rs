@@ -74,10 +74,8 @@ impl<E: Element, H: BuildHasher> PointerIndex<E, H> {
     /// reaches): its removal's subtraction is given back.
     ///
     /// # Safety
-    /// As for [`retire`]; `old` not freed yet (its size is read).
-    unsafe fn retire_element(&self, old: ValueWord, guard: &Guard) {
-        // SAFETY: the caller's contract.
-        let bytes = unsafe { E::bytes(old.addr()) } as i64;
+    /// As for [`retire`]; `bytes` is `old`'s size (`E::bytes`), which its removal subtracted.
+    unsafe fn retire_element(&self, old: ValueWord, bytes: i64, guard: &Guard) {
         // SAFETY: the caller's contract.
         if unsafe { retire::<E>(old, self.heap, guard) } {
             self.index.add_value_bytes(bytes);
@@ -241,8 +239,9 @@ impl<E: Element, H: BuildHasher> PointerIndex<E, H> {
                 // SAFETY: the element left the index by the operation above
                 // (read before it is retired; freed only after `guard`).
                 unsafe {
-                    self.index.add_value_bytes(-(E::bytes(old.addr()) as i64));
-                    self.retire_element(old, guard);
+                    let bytes = E::bytes(old.addr()) as i64;
+                    self.index.add_value_bytes(-bytes);
+                    self.retire_element(old, bytes, guard);
                 }
                 return Some(old);
             }
@@ -285,8 +284,9 @@ impl<E: Element, H: BuildHasher> PointerIndex<E, H> {
         // retired; freed only after `guard`); `new` is in the index, read
         // under `guard`.
         unsafe {
-            self.index.add_value_bytes(E::bytes(new.addr()) as i64 - E::bytes(old.addr()) as i64);
-            self.retire_element(old, guard);
+            let bytes = E::bytes(old.addr()) as i64;
+            self.index.add_value_bytes(E::bytes(new.addr()) as i64 - bytes);
+            self.retire_element(old, bytes, guard);
         }
         Ok(true)
     }
