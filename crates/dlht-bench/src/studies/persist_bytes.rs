@@ -17,6 +17,7 @@
 //! kills it (SIGKILL) 50–500 ms later, reopens the map, times the open and
 //! the first get, checks every key, and times the background reclamation.
 
+use crate::harness::limit::splitmix;
 use crate::harness::machine::Machine;
 use dlht::{Access, ByteMap, FileByteMap, FileHasher, OpenOptions};
 use std::fmt::Write as _;
@@ -121,14 +122,6 @@ fn fill(m: &ByteMap<FileHasher>, from: u64, to: u64, threads: usize, vb: usize) 
     (to - from) as f64 / started.elapsed().as_secs_f64() / 1e6
 }
 
-fn splitmix(s: &mut u64) -> u64 {
-    *s = s.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    let mut z = *s;
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
 /// Batched gets of present keys (16 per `get_many`, every value checked)
 /// on `threads` threads for `dur`: Mops/s.
 fn gets(m: &ByteMap<FileHasher>, n: u64, threads: usize, dur: Duration, seed: u64) -> f64 {
@@ -143,7 +136,10 @@ fn gets(m: &ByteMap<FileHasher>, n: u64, threads: usize, dur: Duration, seed: u6
                 let g = m.guard();
                 while start.elapsed() < dur {
                     for _ in 0..64 {
-                        let ks: [u64; 16] = core::array::from_fn(|_| splitmix(&mut r) % n);
+                        let ks: [u64; 16] = core::array::from_fn(|_| {
+                            r += 1;
+                            splitmix(r) % n
+                        });
                         let kb: [[u8; 8]; 16] = ks.map(u64::to_le_bytes);
                         let keys: [&[u8]; 16] = core::array::from_fn(|i| &kb[i][..]);
                         let mut out = [None; 16];
@@ -387,7 +383,7 @@ fn recovery(a: &PersistBytesArgs) -> bool {
             eprintln!("check failed: the child ended before it grew the map");
             return true;
         }
-        let delay = 50 + splitmix(&mut (round as u64 + 0xd1e)) % 450;
+        let delay = 50 + splitmix(round as u64 + 0xd1e) % 450;
         std::thread::sleep(Duration::from_millis(delay));
         let _ = c.kill(); // SIGKILL
         let _ = c.wait();
