@@ -37,16 +37,22 @@ def expire(i):
     return 3600 if i % 2 else 0
 
 
-def raw_gets(host, port, key):
-    """(flags, data, cas) from a raw `gets`, or None: pymemcache hides flags."""
+def raw(host, port, request, end):
+    """Sends one request on a fresh connection; the reply up to `end`."""
     with socket.create_connection((host, port), timeout=TIMEOUT) as s:
-        s.sendall(b"gets " + key + b"\r\n")
+        s.sendall(request)
         buf = b""
-        while not buf.endswith(b"END\r\n"):
+        while not buf.endswith(end):
             chunk = s.recv(65536)
             if not chunk:
                 break
             buf += chunk
+    return buf
+
+
+def raw_gets(host, port, key):
+    """(flags, data, cas) from a raw `gets`, or None: pymemcache hides flags."""
+    buf = raw(host, port, b"gets " + key + b"\r\n", b"END\r\n")
     if buf == b"END\r\n":
         return None
     head, rest = buf.split(b"\r\n", 1)
@@ -56,15 +62,7 @@ def raw_gets(host, port, key):
 
 def raw_ttl(host, port, key):
     """The remaining TTL `mg KEY t` reports (-1: none)."""
-    with socket.create_connection((host, port), timeout=TIMEOUT) as s:
-        s.sendall(b"mg " + key + b" t\r\n")
-        buf = b""
-        while not buf.endswith(b"\r\n"):
-            chunk = s.recv(4096)
-            if not chunk:
-                break
-            buf += chunk
-    words = buf.split()
+    words = raw(host, port, b"mg " + key + b" t\r\n", b"\r\n").split()
     if not words or words[0] != b"HD":
         return None
     return int([w for w in words if w.startswith(b"t")][0][1:])
