@@ -280,13 +280,22 @@ impl Store {
     /// and expiry times, and the clock goes on from the previous run's.
     pub fn open(dir: &std::path::Path, settings: Settings) -> std::io::Result<Self> {
         let io = |e: dlht::Error| std::io::Error::other(format!("{}: {e}", dir.display()));
+        // Refuse what can be refused before the open, which creates or
+        // recovers a map.
+        restart::Restart::check_before_open(dir)?;
         // The heap has room for the memory limit twice over (size classes
         // round values up), and never less than 64 MiB; sparse on disk.
         let heap = settings.limit_maxbytes.saturating_mul(2).max(64 << 20);
         let map = Items::open_with(dir, OpenOptions::new().heap_bytes(heap)).map_err(io)?;
         let r = map.recovery();
+        // Read again under the map's directory lock (a server that held it
+        // until now may have raised the cas bound since), and check it
+        // before the file is rewritten below.
         let mut meta = match restart::Restart::read(dir)? {
-            Some(m) => m,
+            Some(m) => {
+                restart::Restart::check_map(dir, &m, map.map_id())?;
+                m
+            }
             // Items without their clock and cas bound: their times would be
             // read against another clock and cas uniques handed out again.
             None if !map.is_empty() => {
@@ -295,7 +304,11 @@ impl Store {
                     format!("{}: items but no {}", dir.display(), restart::META_FILE),
                 ))
             }
-            None => restart::Meta { origin: Clock::system().process_started(), ..restart::Meta::default() },
+            None => restart::Meta {
+                map_id: map.map_id(),
+                origin: Clock::system().process_started(),
+                ..restart::Meta::default()
+            },
         };
         let cas = meta.cas_bound;
         meta.cas_bound = cas.saturating_add(restart::CAS_STEP);

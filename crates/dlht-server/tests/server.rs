@@ -5,6 +5,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -743,4 +744,168 @@ fn a_pipeline_answers_as_commands_one_by_one() {
     assert_eq!(cas(&String::from_utf8_lossy(&got)), cas(&String::from_utf8_lossy(&expected)));
     one.shutdown();
     all.shutdown();
+}
+
+/// `dlht-server -e dir` on a loopback port of its choosing: the process
+/// (killed when dropped) and the address it printed.
+fn start_on_dir(dir: &Path) -> (ChildGuard, SocketAddr) {
+    let bin = env!("CARGO_BIN_EXE_dlht-server");
+    let mut child = Command::new(bin)
+        .args(["-p", "0", "-l", "127.0.0.1", "-t", "1", "-v", "-e"])
+        .arg(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let guard = ChildGuard(child);
+    let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    let addr = line
+        .split_whitespace()
+        .find_map(|word| word.parse().ok())
+        .unwrap_or_else(|| panic!("no address in {line:?}"));
+    // Keep reading, so that a verbose server never blocks on a full pipe.
+    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+    (guard, addr)
+}
+
+/// Runs `dlht-server -e dir`, which must refuse the directory: exit, with
+/// a failure status, within [`TIMEOUT`]. Returns what it wrote to stderr.
+fn refused_start(dir: &Path) -> String {
+    let bin = env!("CARGO_BIN_EXE_dlht-server");
+    let mut child = Command::new(bin)
+        .args(["-p", "0", "-l", "127.0.0.1", "-t", "1", "-v", "-e"])
+        .arg(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let mut guard = ChildGuard(child);
+    let deadline = Instant::now() + TIMEOUT;
+    let status = loop {
+        if let Some(status) = guard.0.try_wait().unwrap() {
+            break Some(status);
+        }
+        if Instant::now() >= deadline {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    drop(guard); // Kills a server still running, closing its stderr.
+    let mut message = String::new();
+    stderr.read_to_string(&mut message).unwrap();
+    let status = status.unwrap_or_else(|| panic!("{} served, saying {message:?}", dir.display()));
+    assert!(!status.success(), "{} refused with success: {message:?}", dir.display());
+    assert!(!message.contains("panicked"), "{message}");
+    message
+}
+
+/// Each file in `dir` by name, with a hash of its contents.
+fn hash_files(dir: &Path) -> std::collections::BTreeMap<String, u64> {
+    use std::hash::Hasher;
+    let mut files = std::collections::BTreeMap::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let entry = entry.unwrap();
+        let mut file = std::fs::File::open(entry.path()).unwrap();
+        // SipHash with fixed keys: the same contents hash the same.
+        let mut h = std::hash::DefaultHasher::new();
+        let mut buf = vec![0u8; 1 << 20];
+        loop {
+            let n = file.read(&mut buf).unwrap();
+            if n == 0 {
+                break;
+            }
+            h.write(&buf[..n]);
+        }
+        files.insert(entry.file_name().into_string().unwrap(), h.finish());
+    }
+    files
+}
+
+/// Sets `key{i}` to `value{i}` with flags `flags + i`, for `i` in 0..n.
+fn set_items(addr: SocketAddr, key: &str, flags: u32, n: u32) {
+    let mut c = connect(addr);
+    for i in 0..n {
+        let value = format!("value{i}");
+        roundtrip(
+            &mut c,
+            &format!("set {key}{i} {} 0 {}\r\n{value}\r\n", flags + i, value.len()),
+            "STORED\r\n",
+        );
+    }
+}
+
+/// Warm restart (`-e DIR`) refuses a meta file that is not the directory
+/// map's own — another directory's, copied beside the map's files, or one
+/// from before the meta file named its map — instead of serving the items
+/// with another map's times, cas uniques and flush state; and it refuses
+/// before it writes anything of its own there (the meta file is as it was).
+/// With its own meta file back, the directory serves its items.
+#[test]
+fn a_meta_file_of_another_map_is_refused() {
+    let tmp = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let [a, b, c] = ["a", "b", "c"].map(|n| tmp.join(format!("foreign-meta-{}-{n}", std::process::id())));
+    for dir in [&a, &b, &c] {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+    for (dir, key, flags) in [(&a, "a", 100), (&b, "b", 200)] {
+        let (mut server, addr) = start_on_dir(dir);
+        set_items(addr, key, flags, 5);
+        let _ = server.0.kill();
+        let _ = server.0.wait();
+    }
+    let meta = |dir: &Path| dir.join("dlht-server.meta");
+    let own = std::fs::read(meta(&b)).unwrap();
+    std::fs::copy(meta(&a), meta(&b)).unwrap();
+    let before = hash_files(&b);
+    let message = refused_start(&b);
+    assert!(
+        message.contains(&meta(&b).display().to_string()) && message.contains("another map"),
+        "{message:?}"
+    );
+    let after = hash_files(&b);
+    assert_eq!(before.keys().collect::<Vec<_>>(), after.keys().collect::<Vec<_>>(), "files made or removed");
+    // The map's files are not compared: the map's identity is known only
+    // once it is open, and opening it recovers it and advances its stamp
+    // (the library's business).
+    assert_eq!(before["dlht-server.meta"], after["dlht-server.meta"], "the meta file was rewritten");
+
+    // A meta file of the format before this one (it named no map) is
+    // refused before the map is opened: nothing in the directory changes.
+    let old = "dlht-server 1\norigin 5\ncas_bound 1048576\noldest_live 0\noldest_cas 0\n";
+    std::fs::write(meta(&b), old).unwrap();
+    let before = hash_files(&b);
+    let message = refused_start(&b);
+    assert!(message.contains(&meta(&b).display().to_string()) && message.contains("older"), "{message:?}");
+    assert_eq!(hash_files(&b), before, "the directory changed");
+
+    // Another map's meta file alone: refused before a map is made there.
+    std::fs::create_dir_all(&c).unwrap();
+    std::fs::copy(meta(&a), meta(&c)).unwrap();
+    let before = hash_files(&c);
+    let message = refused_start(&c);
+    assert!(
+        message.contains(&meta(&c).display().to_string()) && message.contains("holds no map"),
+        "{message:?}"
+    );
+    assert_eq!(hash_files(&c), before, "the directory changed");
+
+    // With its own meta file back, b serves its own items, flags and all.
+    std::fs::write(meta(&b), own).unwrap();
+    let (server, addr) = start_on_dir(&b);
+    let mut s = connect(addr);
+    for i in 0..5 {
+        let value = format!("value{i}");
+        let reply = format!("VALUE b{i} {} {}\r\n{value}\r\nEND\r\n", 200 + i, value.len());
+        roundtrip(&mut s, &format!("get b{i}\r\n"), &reply);
+    }
+    roundtrip(&mut s, "get a0\r\n", "END\r\n");
+    drop(server);
+    for dir in [&a, &b, &c] {
+        let _ = std::fs::remove_dir_all(dir);
+    }
 }

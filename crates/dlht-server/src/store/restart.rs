@@ -10,6 +10,12 @@
 //! is never handed out twice: the file names a bound above every cas
 //! handed out, raised by [`CAS_STEP`] before the counter passes it, and a
 //! restart counts on from the bound.
+//!
+//! The file names the map it belongs to (`FileByteMap::map_id`): its
+//! times, cas bound and flush state mean nothing for another map's items,
+//! so a directory whose meta file names another map — one copied beside
+//! another map's files — is refused, as is a meta file from before the
+//! name was kept.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -22,10 +28,14 @@ pub const META_FILE: &str = "dlht-server.meta";
 /// How far the cas bound is raised at a time (one file write per this
 /// many cas uniques).
 pub const CAS_STEP: u64 = 1 << 20;
+/// The format's first line. Format 1 did not name its map.
+const FORMAT: &str = "dlht-server 2";
 
 /// What the meta file holds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Meta {
+    /// The map whose items these are (`FileByteMap::map_id`).
+    pub map_id: u64,
     /// Unix time at which the server clock reads 0.
     pub origin: i64,
     /// Every cas unique handed out is at most this.
@@ -36,30 +46,62 @@ pub struct Meta {
     pub oldest_cas: u64,
 }
 
+/// Why a meta file's text was refused.
+#[derive(Debug, PartialEq, Eq)]
+enum Refused {
+    /// Written in format 1, which does not name its map.
+    Unnamed,
+    /// Not a whole meta file of this format: cut short, changed or foreign.
+    Damaged,
+}
+
 impl Meta {
     fn encode(&self) -> String {
-        format!(
-            "dlht-server 1\norigin {}\ncas_bound {}\noldest_live {}\noldest_cas {}\n",
-            self.origin, self.cas_bound, self.oldest_live, self.oldest_cas
-        )
+        let body = format!(
+            "{FORMAT}\nmap_id {:016x}\norigin {}\ncas_bound {}\noldest_live {}\noldest_cas {}\n",
+            self.map_id, self.origin, self.cas_bound, self.oldest_live, self.oldest_cas
+        );
+        // A last line that sums the rest: a file cut short or changed in a
+        // digit is refused instead of read as other times or cas bound.
+        let check = checksum(&body);
+        format!("{body}check {check:016x}\n")
     }
 
-    fn decode(s: &str) -> Option<Meta> {
-        let mut lines = s.lines();
-        if lines.next()? != "dlht-server 1" {
+    fn decode(s: &str) -> Result<Meta, Refused> {
+        if s.lines().next() == Some("dlht-server 1") {
+            return Err(Refused::Unnamed);
+        }
+        Self::decode_body(s).ok_or(Refused::Damaged)
+    }
+
+    /// The fields of a whole file of this format whose check line sums the
+    /// rest.
+    fn decode_body(s: &str) -> Option<Meta> {
+        let (body, check) = s.strip_suffix('\n')?.rsplit_once("\ncheck ")?;
+        let body = &s[..body.len() + 1];
+        if u64::from_str_radix(check, 16).ok()? != checksum(body) {
             return None;
         }
-        let mut field = |name: &str| -> Option<String> {
-            let l = lines.next()?;
-            Some(l.strip_prefix(name)?.strip_prefix(' ')?.to_string())
-        };
-        Some(Meta {
+        let mut lines = body.lines();
+        if lines.next()? != FORMAT {
+            return None;
+        }
+        let mut field = |name: &str| -> Option<&str> { lines.next()?.strip_prefix(name)?.strip_prefix(' ') };
+        let meta = Meta {
+            map_id: u64::from_str_radix(field("map_id")?, 16).ok()?,
             origin: field("origin")?.parse().ok()?,
             cas_bound: field("cas_bound")?.parse().ok()?,
             oldest_live: field("oldest_live")?.parse().ok()?,
             oldest_cas: field("oldest_cas")?.parse().ok()?,
-        })
+        };
+        lines.next().is_none().then_some(meta)
     }
+}
+
+/// FNV-1a over `s` (no cryptography needed: the check is against damage,
+/// not forgery).
+fn checksum(s: &str) -> u64 {
+    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
 }
 
 /// A store's restart state: its directory, the cas bound written, and what
@@ -78,15 +120,71 @@ pub struct Restart {
 
 impl Restart {
     /// Read `dir`'s meta file (None if the directory has none yet: a new
-    /// cache), refusing a damaged one.
+    /// cache), refusing a damaged one and one that does not name its map.
     pub fn read(dir: &Path) -> io::Result<Option<Meta>> {
-        match std::fs::read_to_string(dir.join(META_FILE)) {
-            Ok(s) => Meta::decode(&s)
-                .map(Some)
-                .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, format!("{META_FILE} is damaged"))),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(e),
+        let path = dir.join(META_FILE);
+        let bytes = match std::fs::read(&path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io::Error::new(e.kind(), format!("{}: {e}", path.display()))),
+        };
+        let refused = |why: String| {
+            Err(io::Error::new(io::ErrorKind::InvalidData, format!("{}: {why}", path.display())))
+        };
+        match std::str::from_utf8(&bytes).map_err(|_| Refused::Damaged).and_then(Meta::decode) {
+            Ok(meta) => Ok(Some(meta)),
+            Err(Refused::Damaged) => refused("damaged (not a whole dlht-server meta file)".into()),
+            Err(Refused::Unnamed) => refused(
+                "written by an older dlht-server, which did not name the map it belongs to \
+                 (nor can this version open that server's map files); start on a new directory"
+                    .into(),
+            ),
         }
+    }
+
+    /// Check what can be checked of `dir` before its map is opened (an
+    /// open creates or recovers the map, changing the directory): its meta
+    /// file, if any, must be whole and name a map, and a directory with a
+    /// meta file must hold something else — an open would make a new map,
+    /// which the meta file does not name.
+    pub fn check_before_open(dir: &Path) -> io::Result<()> {
+        let Some(meta) = Self::read(dir)? else { return Ok(()) };
+        let tmp = dir.join(META_FILE).with_extension("meta.tmp");
+        let listing = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", dir.display()));
+        for entry in std::fs::read_dir(dir).map_err(listing)? {
+            let path = entry.map_err(listing)?.path();
+            if path.file_name() != Some(META_FILE.as_ref()) && path != tmp {
+                return Ok(());
+            }
+        }
+        Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "{} names map {:016x}, but {} holds no map: the meta file was copied from another directory",
+                dir.join(META_FILE).display(),
+                meta.map_id,
+                dir.display()
+            ),
+        ))
+    }
+
+    /// Refuse `meta`, read from `dir`, unless it names the map opened
+    /// there: another map's times, cas bound and flush state would be read
+    /// against these items.
+    pub fn check_map(dir: &Path, meta: &Meta, map_id: u64) -> io::Result<()> {
+        if meta.map_id == map_id {
+            return Ok(());
+        }
+        Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "{} names map {:016x}, but the map in {} is {map_id:016x}: the meta file belongs to another map \
+                 (copied from another directory?); refusing to serve these items with it",
+                dir.join(META_FILE).display(),
+                meta.map_id,
+                dir.display()
+            ),
+        ))
     }
 
     /// The restart state of `dir`, writing `meta` (the file then holds a
@@ -167,24 +265,66 @@ mod tests {
 
     #[test]
     fn meta_round_trips_and_refuses_damage() {
-        let m = Meta { origin: -5, cas_bound: u64::MAX, oldest_live: 7, oldest_cas: 9 };
-        assert_eq!(Meta::decode(&m.encode()), Some(m));
-        assert_eq!(Meta::decode("dlht-server 2\norigin 1\n"), None);
-        assert_eq!(Meta::decode(&m.encode()[..30]), None);
+        let m = Meta { map_id: u64::MAX - 3, origin: -5, cas_bound: u64::MAX, oldest_live: 7, oldest_cas: 9 };
+        let text = m.encode();
+        assert_eq!(Meta::decode(&text), Ok(m));
+        assert_eq!(Meta::decode(&Meta { map_id: 0, ..m }.encode()), Ok(Meta { map_id: 0, ..m }));
+        // Cut short anywhere, or changed in any one byte.
+        for end in 0..text.len() {
+            assert_eq!(Meta::decode(&text[..end]), Err(Refused::Damaged), "cut at {end}");
+        }
+        for i in 0..text.len() {
+            let mut b = text.clone().into_bytes();
+            b[i] = if b[i] == b'1' { b'2' } else { b'1' };
+            let changed = String::from_utf8(b).unwrap();
+            // (A change of the format's number reads as format 1: refused too.)
+            assert!(Meta::decode(&changed).is_err(), "changed at {i}: {changed:?}");
+        }
+        assert_eq!(Meta::decode(&format!("{text}more\n")), Err(Refused::Damaged));
+        assert_eq!(Meta::decode("dlht-server 3\norigin 1\n"), Err(Refused::Damaged));
+        assert_eq!(Meta::decode(""), Err(Refused::Damaged));
+    }
+
+    #[test]
+    fn a_meta_file_without_its_map_is_refused() {
+        // Format 1, as the previous server wrote it: no map named.
+        let old = "dlht-server 1\norigin 5\ncas_bound 1048576\noldest_live 0\noldest_cas 0\n";
+        assert_eq!(Meta::decode(old), Err(Refused::Unnamed));
+        let dir = std::env::temp_dir().join(format!("dlht-server-meta-old-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(META_FILE), old).unwrap();
+        let e = Restart::read(&dir).unwrap_err();
+        assert!(e.to_string().contains(META_FILE) && e.to_string().contains("older"), "{e}");
+        assert!(Restart::check_before_open(&dir).is_err());
+        std::fs::write(dir.join(META_FILE), "dlht-server 2\nmap_id 1\n").unwrap();
+        let e = Restart::read(&dir).unwrap_err();
+        assert!(e.to_string().contains(META_FILE) && e.to_string().contains("damaged"), "{e}");
+        // A whole meta file beside no map: an open would make a new one.
+        std::fs::write(dir.join(META_FILE), Meta { map_id: 7, ..Meta::default() }.encode()).unwrap();
+        let e = Restart::check_before_open(&dir).unwrap_err();
+        assert!(e.to_string().contains("holds no map"), "{e}");
+        std::fs::write(dir.join("map.dlht"), b"").unwrap();
+        Restart::check_before_open(&dir).unwrap();
+        let m = Restart::read(&dir).unwrap().unwrap();
+        Restart::check_map(&dir, &m, 7).unwrap();
+        let e = Restart::check_map(&dir, &m, 8).unwrap_err();
+        assert!(e.to_string().contains(META_FILE) && e.to_string().contains("another map"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
     fn the_cas_bound_is_raised_before_it_is_passed() {
         let dir = std::env::temp_dir().join(format!("dlht-server-meta-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let r = Restart::start(&dir, Meta { cas_bound: 10, ..Meta::default() }, 0, Duration::ZERO).unwrap();
+        let meta = Meta { map_id: 12, cas_bound: 10, ..Meta::default() };
+        let r = Restart::start(&dir, meta, 0, Duration::ZERO).unwrap();
         r.cover_cas(10).unwrap();
         assert_eq!(Restart::read(&dir).unwrap().unwrap().cas_bound, 10);
         r.cover_cas(11).unwrap();
         assert_eq!(Restart::read(&dir).unwrap().unwrap().cas_bound, 11 + CAS_STEP);
         r.flushed(|| (3, 4)).unwrap();
         let m = Restart::read(&dir).unwrap().unwrap();
-        assert_eq!((m.oldest_live, m.oldest_cas, m.cas_bound), (3, 4, 11 + CAS_STEP));
+        assert_eq!((m.oldest_live, m.oldest_cas, m.cas_bound, m.map_id), (3, 4, 11 + CAS_STEP, 12));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
