@@ -78,6 +78,8 @@ recover_no_shadows persist a_shadow_insert_held_by_a_dead_process_is_aborted
 freeze_kills_dead persist every_crash_point_is_recovered
 heap_no_mark persist_bytes every_acknowledged_byte_write_survives_kill_9
 heap_bump_reset persist_bytes a_closed_byte_map_reopens_with_every_value
+stamp_unchecked persist_damage an_older_copy_of_a_file_is_refused
+seal_unchecked persist_damage mutated_directories_never_crash_or_serve_wrong_bytes
 PLANTS
 
 # Plants caught by a unit test of the library (outside loom: they need a

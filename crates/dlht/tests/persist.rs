@@ -170,7 +170,9 @@ fn foreign_and_damaged_files_are_refused_and_left_as_they_were() {
         assert!(matches!(e, Error::Corrupt { .. }), "cut at {cut}: {e:?}");
     }
     // A flipped byte in each header field a reopen trusts.
-    for at in [0usize, 7, 8, 12, 16, 20, 24, 32, 40, 96, 128, 136] {
+    // (Map id and checksum at 128 and 136, generation and state at 144 and
+    // 152, the stamps at 176 and 184.)
+    for at in [0usize, 7, 8, 12, 16, 20, 24, 32, 40, 96, 128, 136, 144, 152, 176, 184] {
         let e = refused(&dir, &good, "a flipped map header byte", |d| {
             let mut b = std::fs::read(d.join("map.dlht")).unwrap();
             b[at] ^= 0x5a;
@@ -178,9 +180,11 @@ fn foreign_and_damaged_files_are_refused_and_left_as_they_were() {
         });
         assert!(matches!(e, Error::Corrupt { .. } | Error::Incompatible { .. }), "byte {at}: {e:?}");
     }
-    // (Not the link counters at 40 and 48: they change as the map runs, and
-    // are checked only to lie within the file, as bins' contents are.)
-    for at in [0usize, 8, 12, 16, 24, 32, 56] {
+    // (Not the link counters at 56 and 64: they change as the map runs, and
+    // are checked only to lie within the file, as bins' contents are. The
+    // map id and checksum at 40 and 48, the complete flag at 72, the stamp
+    // at 88.)
+    for at in [0usize, 8, 12, 16, 24, 32, 40, 48, 72, 88] {
         refused(&dir, &good, "a flipped index header byte", |d| {
             let mut b = std::fs::read(d.join(&index)).unwrap();
             b[at] ^= 0xa5;

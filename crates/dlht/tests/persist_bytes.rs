@@ -643,8 +643,11 @@ fn damaged_heap_files_are_refused_and_left_as_they_were() {
             Box::new(move || std::fs::OpenOptions::new().write(true).open(&h).unwrap().set_len(at).unwrap()),
         ));
     }
-    // A flipped byte in each header field that a reopen trusts.
-    for at in [0usize, 7, 8, 12, 16, 24, 30, 32, 39] {
+    // A flipped byte in each header field that a reopen trusts: magic,
+    // version, byte order, bytes, map id (24), checksum (32), base (40),
+    // stamp (64). (Not the bump pointer and the incarnation, which change
+    // as the heap runs, and are checked only to lie within bounds.)
+    for at in [0usize, 7, 8, 12, 16, 24, 30, 32, 40, 64] {
         let h = heap.clone();
         damages.push((
             format!("byte {at} flipped"),
@@ -739,4 +742,206 @@ fn frees_deferred_past_a_close_touch_nothing_of_the_next_open() {
     drop((m, o));
     std::fs::remove_dir_all(&dir).unwrap();
     std::fs::remove_dir_all(&other).unwrap();
+}
+
+/// Bytes of heap file a blob of `key` and `value` occupies: its block
+/// (seal, state word, blob header, stored key, value), rounded up to its
+/// size class, or a run of whole 64 KiB slabs (a mirror of
+/// `persist::heap`'s `CLASS_BYTES` and layout; an overestimate only makes
+/// the bounds below looser).
+fn footprint(key: &[u8], value: &[u8]) -> u64 {
+    const CLASS_BYTES: [u64; 35] = [
+        32, 48, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320, 384, 448, 512, 640, 768, 896, 1024, 1280,
+        1536, 1792, 2048, 2560, 3072, 3584, 4096, 5120, 6144, 7168, 8192, 10240, 12288, 14336, 16384,
+    ];
+    const SLAB: u64 = 64 << 10;
+    let stored = if key.len() > 8 { key.len() } else { 0 };
+    let payload = 12 + stored as u64 + value.len() as u64;
+    match CLASS_BYTES.iter().find(|&&b| b >= payload + 16) {
+        Some(&b) => b,
+        None => (payload + 32).div_ceil(SLAB) * SLAB,
+    }
+}
+
+/// The live footprint of a map's contents (see `footprint`).
+fn live_footprint(pairs: &HashMap<Vec<u8>, Vec<u8>>) -> u64 {
+    pairs.iter().map(|(k, v)| footprint(k, v)).sum()
+}
+
+/// What the heap file may hold on disk beyond twice the live footprint:
+/// per size class (35), two 64 KiB slabs beyond its live blocks' share —
+/// one being carved, one held by blocks replaced in the open and still
+/// waiting for epoch reclamation — 4.4 MiB, the header slab, and room
+/// for a loaded machine's timing (up to 3.9 MiB was measured).
+const HEAP_SLACK: u64 = 6 << 20;
+
+/// Short opens do not grow the heap file: an open that writes and closes
+/// before its background reclamation finishes reuses the blocks the last
+/// open freed or left retired (its pre-pass frees them at once), and slabs
+/// emptied change class, so value sizes drifting from small to large and
+/// back reuse the same disk. The file's allocated bytes stay below twice
+/// the live footprint of the last two opens (blocks freed during an open
+/// are given back to the disk by the next) plus `HEAP_SLACK`. A child
+/// process, as for `freed_blocks_are_reused`: epoch reclamation frees as
+/// the process's threads move on.
+#[test]
+fn short_opens_keep_the_heap_bounded() {
+    let dir = fresh_dir("cycles");
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "short_opens_child", "--nocapture", "--test-threads=1"])
+        .env("DLHT_CYCLES_CHILD", &dir)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    let _ = std::fs::remove_dir_all(&dir);
+    eprintln!("{}", text.lines().filter(|l| l.starts_with("cycle")).collect::<Vec<_>>().join("\n"));
+    assert!(out.status.success() && text.contains("bounded"), "the child failed:\n{text}");
+}
+
+/// The child of `short_opens_keep_the_heap_bounded`: 70 opens, each
+/// upserting 2,000 values over 500 keys and closing at once; values of
+/// 10 B–1 KiB in the first 20, 10 B–30 KiB in the next 20, 4–30 KiB in the
+/// next 15, then 10 B–1 KiB again.
+#[test]
+fn short_opens_child() {
+    let Ok(dir) = std::env::var("DLHT_CYCLES_CHILD") else { return };
+    let mut s = 11u64;
+    let mut model = HashMap::new();
+    let mut before = 0;
+    let mut worst = 0f64;
+    for cycle in 0..70u64 {
+        let (lo, hi): (u64, u64) = match cycle {
+            0..=19 => (10, 1 << 10),
+            20..=39 => (10, 30 << 10),
+            40..=54 => (4 << 10, 30 << 10),
+            _ => (10, 1 << 10),
+        };
+        let m = FileByteMap::open(&dir).unwrap();
+        for _ in 0..2000 {
+            let k = key(7, splitmix(&mut s) % 500);
+            let r = splitmix(&mut s);
+            let len = (lo + r % (hi - lo)) as usize;
+            let mut v = r.to_le_bytes().repeat(len / 8 + 1);
+            v.truncate(len);
+            m.upsert(&k, &v, &m.guard()).unwrap();
+            model.insert(k, v);
+        }
+        drop(m);
+        let live = live_footprint(&model);
+        let bytes = allocated_bytes(Path::new(&dir));
+        let bound = 2 * live.max(before) + HEAP_SLACK;
+        println!("cycle {cycle}: {bytes} bytes of heap on disk, live footprint {live}, bound {bound}");
+        worst = worst.max(bytes as f64 / bound as f64);
+        assert!(bytes <= bound, "cycle {cycle}: {bytes} bytes of heap on disk, bound {bound}");
+        before = live;
+    }
+    let m = FileByteMap::open(&dir).unwrap();
+    assert!(contents(&m) == model, "not what was written");
+    println!("bounded (at most {:.2} of the bound)", worst);
+}
+
+/// Kill -9 loops do not grow the heap file: each child opens the map,
+/// writes over a steady key set (three threads, 200 keys each) and is
+/// killed at a random time, often before its reclamation has done
+/// anything; each reopen checks every acknowledged write (and writes and
+/// removes 3,000 values of its own: `check_after_crash`). The file's
+/// allocated bytes stay below twice the most ever live (the map's values
+/// and the check's) plus `HEAP_SLACK`: the blocks each run left retired,
+/// and those it had not linked, are used again by the next.
+#[test]
+fn kill_9_loops_keep_the_heap_bounded() {
+    let dir = fresh_dir("kill-bounded");
+    let mut model = HashMap::new();
+    let mut seed = 0x6b11_u64 ^ std::process::id() as u64;
+    let keys = 200;
+    let junk: u64 =
+        (0..3000u64).map(|i| footprint(format!("junk {i}").as_bytes(), &value(i * 0x9e37_79b9 + 7))).sum();
+    let (mut peak, mut worst) = (0, 0f64);
+    let started = Instant::now();
+    let runs = 50;
+    for run in 0..runs {
+        let run_seed = splitmix(&mut seed) | 1;
+        let (mut child, reader) = spawn_child(&dir, run_seed, keys, None);
+        std::thread::sleep(Duration::from_millis(5 + splitmix(&mut seed) % 75));
+        // SAFETY: sending SIGKILL to our own child, which has not been waited for.
+        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGKILL) };
+        let _ = child.wait();
+        let acked = reader.join().unwrap();
+        if let Some((got, _, _)) =
+            check_after_crash(&dir, &format!("run {run}"), &model, run_seed, keys, acked)
+        {
+            model = got;
+        }
+        peak = peak.max(live_footprint(&model) + junk);
+        let (bytes, bound) = (allocated_bytes(&dir), 2 * peak + HEAP_SLACK);
+        worst = worst.max(bytes as f64 / bound as f64);
+        assert!(bytes <= bound, "run {run}: {bytes} bytes of heap on disk, bound {bound}");
+    }
+    eprintln!(
+        "{runs} kills in {:.1} s: {} bytes of heap on disk at the end, at most {worst:.2} of the bound",
+        started.elapsed().as_secs_f64(),
+        allocated_bytes(&dir)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The heap's reclamation crash points — a slab's carve, the pre-pass's
+/// and the sweep's freeing, a slab's giving back, a trim — each crashed at
+/// by a child that opens a map an earlier open left garbage in (values
+/// removed and replaced, blocks retired and freed), recovered and checked
+/// as after a kill (`check_after_crash`: every value whole, and blocks
+/// reclaimed and reused without touching one still reachable).
+#[test]
+fn every_heap_reclamation_crash_point_is_recovered() {
+    use std::os::unix::process::ExitStatusExt;
+    let dir = fresh_dir("reclaim-points");
+    let mut seed = 0xfee1_u64;
+    for (name, nths) in [
+        ("heap-carving", [1, 7, 50]),
+        ("heap-reclaiming", [1, 7, 50]),
+        ("heap-giving-back", [1, 7, 30]),
+        ("heap-trimming", [1, 2, 3]),
+    ] {
+        for nth in nths {
+            let _ = std::fs::remove_dir_all(&dir);
+            let model = {
+                let m = FileByteMap::open_with(&dir, OpenOptions::new().heap_bytes(1 << 30)).unwrap();
+                let mut s = splitmix(&mut seed);
+                for j in 0..9000u64 {
+                    m.upsert(&key(j % THREADS, j / THREADS), &value(splitmix(&mut s)), &m.guard()).unwrap();
+                }
+                for j in 0..9000u64 {
+                    let k = key(j % THREADS, j / THREADS);
+                    match j % 3 {
+                        0 => drop(m.upsert(&k, &value(splitmix(&mut s)), &m.guard()).unwrap()),
+                        _ => drop(m.remove(&k, &m.guard())),
+                    }
+                }
+                contents(&m)
+            };
+            let run_seed = splitmix(&mut seed) | 1;
+            let keys = 3000;
+            let spec = format!("{name}:{nth}");
+            let (mut child, reader) =
+                spawn_child(&dir, run_seed, keys, Some(("DLHT_CRASH_AT", spec.clone())));
+            let bound = Duration::from_secs(if cfg!(debug_assertions) { 180 } else { 60 });
+            let deadline = Instant::now() + bound;
+            let status = loop {
+                if let Some(s) = child.try_wait().unwrap() {
+                    break s;
+                }
+                if Instant::now() > deadline {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    panic!("{spec}: never reached in {bound:?}");
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            };
+            assert_eq!(status.signal(), Some(libc::SIGABRT), "{spec}: the child did not stop at the point");
+            let acked = reader.join().unwrap();
+            check_after_crash(&dir, &spec, &model, run_seed, keys, acked)
+                .unwrap_or_else(|| panic!("{spec}: the map was not made"));
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }

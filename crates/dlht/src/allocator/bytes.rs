@@ -212,8 +212,9 @@ impl Blob {
     }
 
     /// A fresh blob of `key` (empty for an inline key) and `value`, in
-    /// `heap` (a persistent map's) or the global allocator.
-    fn try_new(key: &[u8], value: &[u8], heap: HeapRef) -> Result<NonNull<Blob>, Error> {
+    /// `heap` (a persistent map's: sealed for `kw`, see
+    /// `ValueWord::sealed_key`) or the global allocator.
+    fn try_new(key: &[u8], value: &[u8], heap: HeapRef, kw: u64) -> Result<NonNull<Blob>, Error> {
         let len = |b: &[u8]| u32::try_from(b.len()).map_err(|_| Error::TooLong { bytes: b.len() });
         let header = Blob { key_len: len(key)?, value_len: len(value)?, stamp: AtomicU32::new(0) };
         let layout = Self::layout(key.len(), value.len())?;
@@ -232,7 +233,10 @@ impl Blob {
             k.add(key.len()).copy_from_nonoverlapping(value.as_ptr(), value.len());
         }
         #[cfg(not(loom))]
-        if heap.is_some() {
+        if let Some(h) = heap {
+            let addr = p.as_ptr() as usize;
+            // SAFETY: just written whole.
+            h.seal(addr, kw, unsafe { Blob::checksum(kw, addr) });
             crate::persist::crash::at(crate::persist::crash::CrashPoint::HeapFilled);
         }
         Ok(p.cast())
@@ -283,6 +287,25 @@ impl Element for Blob {
         // immutable.
         let b = unsafe { &*(addr as *const Blob) };
         Blob::layout(b.key_len as usize, b.value_len as usize).map_or(0, |l| l.size())
+    }
+
+    unsafe fn checksum(kw: u64, addr: usize) -> u32 {
+        // SAFETY: the caller's contract: a blob lying whole in readable
+        // memory. Its lengths, key and value, not the stamp (the user's,
+        // changed in place).
+        unsafe {
+            let b = addr as *const u8;
+            let (key_len, value_len) = ((*(addr as *const Blob)).key_len, (*(addr as *const Blob)).value_len);
+            let stamp = core::mem::offset_of!(Blob, stamp);
+            let rest = key_len as usize + value_len as usize;
+            super::entry::checksum_of(
+                kw,
+                &[
+                    core::slice::from_raw_parts(b, stamp),
+                    core::slice::from_raw_parts(b.add(Self::HEADER), rest),
+                ],
+            )
+        }
     }
 }
 
@@ -859,13 +882,14 @@ impl<'m, S: BuildHasher> ByteNamespace<'m, S> {
         self.locate(key).0
     }
 
-    /// A fresh blob for `key → value` in this namespace.
-    fn fresh(&self, probe: Probe<'_>, value: &[u8]) -> Result<Fresh<Blob>, Error> {
+    /// A fresh blob for `key → value` in this namespace (key word `kw`).
+    fn fresh(&self, kw: u64, probe: Probe<'_>, value: &[u8]) -> Result<Fresh<Blob>, Error> {
         let (shape, stored) = match probe {
             Probe::Inline(len) => (Shape::Inline(len), &[][..]),
             Probe::Stored(key) => (Shape::Entry, key),
         };
-        let p = Blob::try_new(stored, value, self.map.index.heap)?;
+        let sealed = ValueWord::sealed_key_of(shape, self.ns, kw);
+        let p = Blob::try_new(stored, value, self.map.index.heap, sealed)?;
         // SAFETY: just made, ours.
         unsafe { Fresh::new_in(shape, self.ns, p.as_ptr() as usize, self.map.index.heap) }
     }
@@ -917,8 +941,8 @@ impl<'m, S: BuildHasher> ByteNamespace<'m, S> {
                     prefetch_lines(w.addr(), 1);
                 }
             }
-            for ((o, w), &p) in out.iter_mut().zip(&words[..n]).zip(&probes[..n]) {
-                let e = w.and_then(|w| self.map.index.find(w, &self.is_mine(p), guard));
+            for (((o, w), &p), &kw) in out.iter_mut().zip(&words[..n]).zip(&probes[..n]).zip(&kws[..n]) {
+                let e = w.and_then(|w| self.map.index.find(kw, w, &self.is_mine(p), guard));
                 // SAFETY: read under `guard`.
                 *o = unsafe { value_of(e) };
                 if let (Access::Read, Some(v)) = (access, o) {
@@ -949,7 +973,7 @@ impl<'m, S: BuildHasher> ByteNamespace<'m, S> {
         guard: &'m Guard,
     ) -> Result<Result<ValueRef<'m>, ValueRef<'m>>, Error> {
         let (kw, probe) = self.locate(key);
-        let fresh = self.fresh(probe, value)?;
+        let fresh = self.fresh(kw, probe, value)?;
         // SAFETY: ours until published, then kept by `guard` (a remove
         // retires it; it is freed only after `guard`).
         let mine = unsafe { ValueRef::of(fresh.word) };
@@ -972,7 +996,7 @@ impl<'m, S: BuildHasher> ByteNamespace<'m, S> {
     /// See [`ByteMap::upsert`].
     pub fn upsert(&self, key: &[u8], value: &[u8], guard: &'m Guard) -> Result<Option<ValueRef<'m>>, Error> {
         let (kw, probe) = self.locate(key);
-        let fresh = self.fresh(probe, value)?;
+        let fresh = self.fresh(kw, probe, value)?;
         let index = &self.map.index;
         let old = index.insert(kw, fresh.word, &self.is_mine(probe), guard, |w, old| {
             Ok(index.replace(kw, w, old, fresh.word, guard)?.then_some(old))
@@ -1015,7 +1039,7 @@ impl<'m, S: BuildHasher> ByteNamespace<'m, S> {
             kw,
             &self.is_mine(probe),
             accept,
-            || Ok(fresh.insert(self.fresh(probe, value)?).word),
+            || Ok(fresh.insert(self.fresh(kw, probe, value)?).word),
             guard,
         )?;
         Ok(match r {
@@ -1263,7 +1287,7 @@ mod tests {
 
     #[test]
     fn blob_layout_and_contents() {
-        let p = Blob::try_new(b"key", b"value!", None).unwrap();
+        let p = Blob::try_new(b"key", b"value!", None, 0).unwrap();
         // SAFETY: ours, freed below.
         unsafe {
             assert_eq!(Blob::key(p.as_ptr()), b"key");

@@ -47,6 +47,12 @@ impl Heap {
     pub fn free_tagged(_: usize, _: u64) {
         unreachable!("loom builds open no heap")
     }
+    pub fn seal(&self, _: usize, _: u64, _: u32) {
+        match *self {}
+    }
+    pub fn note_damaged(&self) {
+        match *self {}
+    }
 }
 use core::alloc::Layout;
 use core::ptr::NonNull;
@@ -156,6 +162,20 @@ impl ValueWord {
     pub const fn addr(self) -> usize {
         (self.0 & Self::ADDRESS_MASK) as usize
     }
+
+    /// What a heap block holding this word's element is sealed for, under
+    /// key word `kw`: the key word and this word's shape and namespace (a
+    /// flipped bit in any of them fails the seal: `persist::heap::Seal`).
+    #[inline(always)]
+    pub const fn sealed_key(self, kw: u64) -> u64 {
+        kw ^ (self.0 & !Self::ADDRESS_MASK)
+    }
+
+    /// [`sealed_key`](Self::sealed_key) of the word an element of `shape`
+    /// in namespace `ns` will have, before its address is known.
+    pub fn sealed_key_of(shape: Shape, ns: u16, kw: u64) -> u64 {
+        ValueWord::new(shape, ns, 0).map_or(kw, |w| w.sealed_key(kw))
+    }
 }
 
 /// An allocation a value word of one map type can point to (everything
@@ -173,6 +193,73 @@ pub(crate) trait Element {
     /// # Safety
     /// `addr` is an element of this type that is not freed yet.
     unsafe fn bytes(addr: usize) -> usize;
+
+    /// The checksum a persistent map's heap seals the element at `addr`
+    /// with, for key word `kw` (`persist::heap::Seal`): a CRC-32C of the
+    /// key word and the element's bytes that never change.
+    ///
+    /// # Safety
+    /// As for [`bytes`](Self::bytes), and the element lies whole in
+    /// readable memory.
+    unsafe fn checksum(kw: u64, addr: usize) -> u32 {
+        // SAFETY: the caller's contract: the element's bytes are readable.
+        checksum_of(kw, &[unsafe { core::slice::from_raw_parts(addr as *const u8, Self::bytes(addr)) }])
+    }
+}
+
+/// A seal's checksum: CRC-32C of the key word (little-endian) and `parts`.
+pub(crate) fn checksum_of(kw: u64, parts: &[&[u8]]) -> u32 {
+    parts.iter().fold(crc32c::crc32c(&kw.to_le_bytes()), |c, p| crc32c::crc32c_append(c, p))
+}
+
+/// True if the element word `vw` of key word `kw`, read from the index,
+/// may be followed: always in memory; in a persistent map's heap, if it
+/// names a block sealed for `kw` that holds the whole element (a list's
+/// words too), with the checksum verified while the heap asks for it
+/// (until the open's walk has verified every block). A word that fails is
+/// counted and not served: damage in a file never reads out of bounds or
+/// hands out another key's bytes.
+#[inline(always)]
+pub(crate) fn trusted<E: Element>(heap: HeapRef, kw: u64, vw: ValueWord) -> bool {
+    match heap {
+        None => true,
+        Some(h) => {
+            let ok = sealed::<E>(h, kw, vw);
+            if !ok {
+                h.note_damaged();
+            }
+            ok
+        }
+    }
+}
+
+#[cfg(not(loom))]
+#[inline]
+fn sealed<E: Element>(h: &Heap, kw: u64, vw: ValueWord) -> bool {
+    let Some(shape) = vw.try_shape() else { return false };
+    // Planted bug (scripts/planted-bugs.sh): check the block's bounds and
+    // state, not its seal.
+    if cfg!(dlht_plant = "seal_unchecked") {
+        return h.block_bytes(vw.addr()).is_some();
+    }
+    let addr = vw.addr();
+    let kw = vw.sealed_key(kw);
+    let Some((room, crc)) = h.sealed_for(kw, addr) else { return false };
+    // SAFETY: `addr` is an allocated block of the heap with `room` payload
+    // bytes (at least 16), mapped: its header is readable, and once the
+    // length it gives fits the block, the whole element is.
+    unsafe {
+        let (fits, sum): (bool, fn(u64, usize) -> u32) = match shape {
+            Shape::List => ((*(addr as *const List)).fits(room), |kw, a| List::checksum(kw, a)),
+            _ => (E::bytes(addr) <= room, |kw, a| E::checksum(kw, a)),
+        };
+        fits && (!h.verifies_reads() || sum(kw, addr) == crc)
+    }
+}
+
+#[cfg(loom)]
+fn sealed<E: Element>(h: &Heap, _: u64, _: ValueWord) -> bool {
+    match *h {}
 }
 
 /// Value words whose keys share one key word: replaced whole (copy on
@@ -200,15 +287,30 @@ impl List {
     /// from a file before its words are).
     #[cfg_attr(loom, allow(dead_code))]
     pub fn fits(&self, bytes: usize) -> bool {
-        Self::layout(self.len).is_ok_and(|l| l.size() <= bytes)
+        // (A damaged length may be any number: no `len + 1` overflow.)
+        self.len < bytes / size_of::<u64>() && Self::layout(self.len).is_ok_and(|l| l.size() <= bytes)
+    }
+
+    /// The checksum a heap seals the list at `addr` with, for key word
+    /// `kw` (see [`Element::checksum`]): its length and words.
+    ///
+    /// # Safety
+    /// `addr` is a list that is not freed, lying whole in readable memory.
+    #[cfg_attr(loom, allow(dead_code))]
+    pub unsafe fn checksum(kw: u64, addr: usize) -> u32 {
+        // SAFETY: the caller's contract.
+        let bytes = unsafe { (*(addr as *const List)).len + 1 } * size_of::<u64>();
+        // SAFETY: as above: the header and its words.
+        checksum_of(kw, &[unsafe { core::slice::from_raw_parts(addr as *const u8, bytes) }])
     }
 
     fn layout(len: usize) -> Result<Layout, Error> {
         Layout::array::<u64>(len + 1).map_err(|_| Error::AllocFailed { bytes: usize::MAX })
     }
 
-    /// A fresh list of `words`, in `heap` or the global allocator.
-    pub fn try_new(words: &[u64], heap: HeapRef) -> Result<NonNull<List>, Error> {
+    /// A fresh list of `words` of key word `kw`, in `heap` (sealed) or the
+    /// global allocator.
+    pub fn try_new(words: &[u64], heap: HeapRef, kw: u64) -> Result<NonNull<List>, Error> {
         let layout = Self::layout(words.len())?;
         let p = match heap {
             Some(h) => h.alloc(layout.size())? as *mut u8,
@@ -220,6 +322,11 @@ impl List {
         unsafe {
             p.as_ptr().write(List { len: words.len() });
             p.as_ptr().add(1).cast::<u64>().copy_from_nonoverlapping(words.as_ptr(), words.len());
+        }
+        if let Some(h) = heap {
+            let (addr, kw) = (p.as_ptr() as usize, ValueWord::sealed_key_of(Shape::List, 0, kw));
+            // SAFETY: just written whole.
+            h.seal(addr, kw, unsafe { Self::checksum(kw, addr) });
         }
         Ok(p)
     }

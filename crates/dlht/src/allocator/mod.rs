@@ -1047,8 +1047,8 @@ where
             for w in words[..n].iter().flatten() {
                 prefetch_node::<K, V>(*w, access);
             }
-            for ((o, w), k) in out.iter_mut().zip(&words[..n]).zip(keys) {
-                let e = w.and_then(|w| self.map.index.find(w, &self.is_mine(*k), guard));
+            for (((o, w), k), &sig) in out.iter_mut().zip(&words[..n]).zip(keys).zip(&sigs[..n]) {
+                let e = w.and_then(|w| self.map.index.find(sig, w, &self.is_mine(*k), guard));
                 // SAFETY: read just now, under `guard`.
                 *o = e.map(|e| &unsafe { node::<K, V>(e) }.value);
             }

@@ -13,7 +13,7 @@ mod imp {
     use crate::allocator::background::Reclaimer;
     use crate::allocator::bytes::Blob;
     use crate::allocator::bytes::ByteMap;
-    use crate::allocator::entry::{List, Shape, ValueWord};
+    use crate::allocator::entry::{trusted, List, Shape, ValueWord};
     use crate::allocator::pointers::PointerIndex;
     use crate::allocator::Guard;
     use crate::error::Error;
@@ -69,7 +69,6 @@ mod imp {
         /// size of a map made anew ([`OpenOptions`]).
         pub fn open_with(dir: impl AsRef<Path>, options: OpenOptions) -> Result<Self, Error> {
             let dir = dir.as_ref();
-            Heap::check_file(dir)?;
             let index = Map::<u64, u64, FileHasher>::open_kind(dir, options, MapKind::Bytes)?;
             let heap = Heap::open(dir)?;
             if let Some(f) = heap.file() {
@@ -81,7 +80,6 @@ mod imp {
             let h = index.file().header();
             let hasher = FileHasher::for_signatures(h.seed, h.secrets);
             let index = Box::new(PointerIndex::over(index, Some(heap)));
-            let slabs_at_open = heap.slabs_used();
             let stop = Arc::new(AtomicBool::new(false));
             let (ptr, s) = (IndexPtr(&*index), stop.clone());
             let thread = std::thread::Builder::new()
@@ -89,7 +87,7 @@ mod imp {
                 .spawn(move || {
                     let ptr = ptr;
                     // SAFETY: see `IndexPtr`.
-                    reclaim(unsafe { &*ptr.0 }, heap, slabs_at_open, &s)
+                    reclaim(unsafe { &*ptr.0 }, heap, &s)
                 })
                 .map_err(crate::persist::files::io("starting the heap's reclaiming thread"));
             let thread = match thread {
@@ -121,6 +119,19 @@ mod imp {
             self.index.words().recovery()
         }
 
+        /// The map's identity: see [`Map::map_id`](crate::Map::map_id).
+        ///
+        /// ```
+        /// let dir = std::env::temp_dir().join(format!("dlht-doc-bytes-id-{}", std::process::id()));
+        /// # let _ = std::fs::remove_dir_all(&dir);
+        /// let id = dlht::FileByteMap::open(&dir).unwrap().map_id();
+        /// assert_eq!(dlht::FileByteMap::open(&dir).unwrap().map_id(), id);
+        /// # std::fs::remove_dir_all(&dir).unwrap();
+        /// ```
+        pub fn map_id(&self) -> u64 {
+            self.index.words().map_id()
+        }
+
         /// What the background reclamation of the heap has done so far.
         pub fn heap_reclaim(&self) -> HeapReclaim {
             self.heap().reclaim_state()
@@ -143,58 +154,87 @@ mod imp {
         }
     }
 
-    /// The reclamation pass: mark every block the index reaches as this
-    /// incarnation's, wait until every thread pinned during the walk has
-    /// unpinned (each removal of a block the walk missed has marked it
-    /// retired by then: removals of a persistent map run pinned), then
-    /// sweep the slabs that existed at the open.
-    fn reclaim(
-        index: &PointerIndex<Blob, FileHasher>,
-        heap: &'static Heap,
-        slabs_at_open: usize,
-        stop: &AtomicBool,
-    ) {
+    /// The reclamation pass: free at once what earlier opens freed or
+    /// retired (the heap's pre-pass, run to its end: allocations run steps
+    /// of it too, so a short open reuses that space before it takes new
+    /// slabs), mark every block the index reaches as this incarnation's,
+    /// wait until every thread pinned during the walk has unpinned (each
+    /// removal of a block the walk missed has marked it retired by then:
+    /// removals of a persistent map run pinned), then sweep the slabs the
+    /// pre-pass found live blocks of earlier incarnations in.
+    fn reclaim(index: &PointerIndex<Blob, FileHasher>, heap: &'static Heap, stop: &AtomicBool) {
         use crate::allocator::entry::Element;
+        /// However the pass ends — at a close too — it finishes the
+        /// pre-pass and gives the disk of the slabs it gave back to the file
+        /// system (`Heap::trim`), for at most `CLOSE_BUDGET`: so opens
+        /// shorter than their pre-pass still give back what the opens
+        /// before them freed (past it, the next open's pre-pass goes on).
+        struct AtEnd(&'static Heap);
+        impl Drop for AtEnd {
+            fn drop(&mut self) {
+                const CLOSE_BUDGET: Duration = Duration::from_millis(100);
+                let t = std::time::Instant::now();
+                while t.elapsed() < CLOSE_BUDGET && self.0.prepass_step() {}
+                self.0.trim(&|| t.elapsed() > CLOSE_BUDGET);
+            }
+        }
+        let _at_end = AtEnd(heap);
+        while heap.prepass_step() {
+            if stop.load(Ordering::Relaxed) {
+                return; // closing: `AtEnd` goes on
+            }
+        }
+        heap.trim(&|| stop.load(Ordering::Relaxed));
         {
             let _g = Guard::pin();
             // What the walk marks is counted (the counts start at zero at
             // an open); a block removed before the walk reached it is
             // given back by its removal (`PointerIndex::retire_element`).
             let (mut bytes, mut collided) = (0i64, 0isize);
-            for (_, w) in index.words().iter() {
+            // Words that fail their checks (`entry::trusted`, which counts
+            // them; the checksums too, until `set_verified` below): taken
+            // out of the index after the walk, their blocks left to the
+            // sweep (a damaged word may name another key's live block).
+            let mut damaged = Vec::new();
+            for (kw, w) in index.words().iter() {
                 if stop.load(Ordering::Relaxed) {
                     break;
                 }
                 let vw = ValueWord::from_bits(w);
-                // A damaged index's word (no shape of ours, not a block of
-                // the heap, a list longer than its block): left alone.
-                let (Some(shape), Some(room)) = (vw.try_shape(), heap.block_bytes(vw.addr())) else {
+                if !trusted::<Blob>(Some(heap), kw, vw) {
+                    damaged.push((kw, w));
                     continue;
-                };
-                if shape != Shape::List {
+                }
+                if vw.shape() != Shape::List {
                     if heap.mark(vw.addr()) {
-                        // SAFETY: a live blob read under `_g`.
+                        // SAFETY: a live blob read under `_g`, checked whole.
                         bytes += unsafe { Blob::bytes(vw.addr()) } as i64;
                     }
                     continue;
                 }
                 // SAFETY: read from the index under `_g`: a published list
-                // in the heap, not freed while pinned.
-                let l = unsafe { &*(vw.addr() as *const List) };
-                if !l.fits(room) {
-                    continue;
-                }
-                let words = l.words();
+                // in the heap, not freed while pinned, checked whole.
+                let words = unsafe { &*(vw.addr() as *const List) }.words();
                 if heap.mark(vw.addr()) {
                     collided += words.len() as isize - 1;
                 }
                 for &e in words {
-                    let e = ValueWord::from_bits(e).addr();
-                    if heap.holds(e) && heap.mark(e) {
+                    let e = ValueWord::from_bits(e);
+                    // A damaged element of a list stays in it, not served
+                    // (reads check every element they follow).
+                    let element = e.try_shape().is_some_and(|s| s != Shape::List);
+                    if element && trusted::<Blob>(Some(heap), kw, e) && heap.mark(e.addr()) {
                         // SAFETY: as above.
-                        bytes += unsafe { Blob::bytes(e) } as i64;
+                        bytes += unsafe { Blob::bytes(e.addr()) } as i64;
                     }
                 }
+            }
+            if !stop.load(Ordering::Relaxed) {
+                for (kw, w) in damaged {
+                    // Only if unchanged since the walk read it.
+                    crate::driver::remove_if(index.words(), &kw, |cur| cur == w);
+                }
+                heap.set_verified();
             }
             index.count_recovered(bytes, collided);
             if stop.load(Ordering::Relaxed) {
@@ -215,6 +255,6 @@ mod imp {
             crossbeam_epoch::pin().flush();
             std::thread::sleep(Duration::from_micros(200));
         }
-        heap.sweep(slabs_at_open, stop);
+        heap.sweep(stop);
     }
 }

@@ -15,7 +15,7 @@
 //! and an element it read cannot be freed, hence not reused, until it
 //! unpins; two equal words therefore point to the same unchanged element.
 
-use super::entry::{retire, retire_addr, Element, HeapRef, List, Shape, ValueWord};
+use super::entry::{retire, retire_addr, trusted, Element, HeapRef, List, Shape, ValueWord};
 use super::Guard;
 use crate::driver::{self, or_panic};
 use crate::error::Error;
@@ -120,24 +120,38 @@ impl<E: Element, H: BuildHasher> PointerIndex<E, H> {
         crate::Memory { value_bytes: self.index.value_bytes().max(0) as usize, ..self.index.memory() }
     }
 
-    /// The element of `w` (a slot's value word) that `is_mine`.
+    /// The element of `w` (the value word of key word `kw`'s slot) that
+    /// `is_mine`. In a persistent map, words that fail their heap's checks
+    /// (`entry::trusted`: damage in the files) are skipped.
     #[inline(always)]
-    pub fn find(&self, w: u64, is_mine: &impl Fn(ValueWord) -> bool, _guard: &Guard) -> Option<ValueWord> {
+    pub fn find(
+        &self,
+        kw: u64,
+        w: u64,
+        is_mine: &impl Fn(ValueWord) -> bool,
+        _guard: &Guard,
+    ) -> Option<ValueWord> {
         let w = ValueWord::from_bits(w);
+        if !trusted::<E>(self.heap, kw, w) {
+            return None;
+        }
         if w.shape() != Shape::List {
             return is_mine(w).then_some(w);
         }
         // SAFETY: a published list, retired only after its word left the
         // index, and freed only after the caller's guard unpins.
         let l = unsafe { &*(w.addr() as *const List) };
-        l.words().iter().map(|&e| ValueWord::from_bits(e)).find(|&e| is_mine(e))
+        l.words()
+            .iter()
+            .map(|&e| ValueWord::from_bits(e))
+            .find(|&e| element_in_list(self.heap, kw, e, trusted::<E>) && is_mine(e))
     }
 
     /// The element of key word `kw` that `is_mine`.
     #[inline(always)]
     pub fn get(&self, kw: u64, is_mine: &impl Fn(ValueWord) -> bool, guard: &Guard) -> Option<ValueWord> {
         let w = self.index.get(&kw)?;
-        self.find(w, is_mine, guard)
+        self.find(kw, w, is_mine, guard)
     }
 
     /// The slot value words of `kws` (lists not opened), through the
@@ -168,7 +182,7 @@ impl<E: Element, H: BuildHasher> PointerIndex<E, H> {
                 published();
                 return Ok(None);
             };
-            match self.find(w, is_mine, guard) {
+            match self.find(kw, w, is_mine, guard) {
                 Some(cur) => {
                     if let Some(r) = present(w, cur)? {
                         return Ok(Some(r));
@@ -198,7 +212,7 @@ impl<E: Element, H: BuildHasher> PointerIndex<E, H> {
     ) -> Result<Result<ValueWord, Option<ValueWord>>, Error> {
         let mut fresh = None;
         loop {
-            let found = self.index.get(&kw).and_then(|w| self.find(w, is_mine, guard).map(|e| (w, e)));
+            let found = self.index.get(&kw).and_then(|w| self.find(kw, w, is_mine, guard).map(|e| (w, e)));
             let Some((w, old)) = found.filter(|&(_, e)| accept(e)) else {
                 return Ok(Err(found.map(|(_, e)| e)));
             };
@@ -218,13 +232,13 @@ impl<E: Element, H: BuildHasher> PointerIndex<E, H> {
         let _pinned = self.pin_for_heap();
         loop {
             let w = self.index.get(&kw)?;
-            let old = self.find(w, is_mine, guard)?;
+            let old = self.find(kw, w, is_mine, guard)?;
             let in_list = ValueWord::from_bits(w).shape() == Shape::List;
             let done = if in_list {
                 // Removing from a list allocates the shorter list; if memory
                 // is refused the key stays (reported as a panic, like any
                 // allocation failure of a non-`try` method).
-                let (new, list) = or_panic(self.list_without(w, old));
+                let (new, list) = or_panic(self.list_without(kw, w, old));
                 self.swap(kw, w, new, list)
             } else {
                 matches!(driver::remove_if(&self.index, &kw, |cur| cur == w), Change::Changed(_))
@@ -265,6 +279,7 @@ impl<E: Element, H: BuildHasher> PointerIndex<E, H> {
             list_word(
                 try_vec(l.words().iter().map(|&e| if e == old.bits() { new.bits() } else { e }))?,
                 self.heap,
+                kw,
             )?
         } else {
             (new.bits(), None)
@@ -317,7 +332,7 @@ impl<E: Element, H: BuildHasher> PointerIndex<E, H> {
         } else {
             try_vec([w, fresh.bits()].into_iter())?
         };
-        let (new, list) = list_word(words, self.heap)?;
+        let (new, list) = list_word(words, self.heap, kw)?;
         if !self.swap(kw, w, new, list) {
             return Ok(false);
         }
@@ -332,14 +347,14 @@ impl<E: Element, H: BuildHasher> PointerIndex<E, H> {
 
     /// The word for list `w` less `old`: a shorter list, or the one element
     /// left.
-    fn list_without(&self, w: u64, old: ValueWord) -> Result<NewWord, Error> {
+    fn list_without(&self, kw: u64, w: u64, old: ValueWord) -> Result<NewWord, Error> {
         // SAFETY: the caller read `w` under its guard.
         let l = unsafe { &*(ValueWord::from_bits(w).addr() as *const List) };
         let words = try_vec(l.words().iter().copied().filter(|&e| e != old.bits()))?;
         if let [one] = words[..] {
             return Ok((one, None));
         }
-        list_word(words, self.heap)
+        list_word(words, self.heap, kw)
     }
 
     /// Number of keys (as exact as [`Map::len`](crate::Map::len)).
@@ -380,20 +395,24 @@ impl<E: Element, H: BuildHasher> PointerIndex<E, H> {
 
     /// A weakly consistent walk over every element, as (key word, element).
     pub fn iter<'g>(&'g self, _guard: &'g Guard) -> PointerIter<'g, H> {
-        PointerIter { inner: Source::Walk(self.index.iter()), list: None }
+        self.walk(Source::Walk(self.index.iter()))
     }
 
     /// [`iter`](Self::iter) over `count` bins from bin `start` (modulo the
     /// bins, wrapping).
     pub fn iter_bins<'g>(&'g self, start: usize, count: usize, _guard: &'g Guard) -> PointerIter<'g, H> {
-        PointerIter { inner: Source::Walk(crate::map::Iter::bins(&self.index, start, count)), list: None }
+        self.walk(Source::Walk(crate::map::Iter::bins(&self.index, start, count)))
     }
 
     /// Every element at one instant (the index's strong snapshot), as
     /// (key word, element). The elements stay readable while `guard` lives:
     /// it was pinned before the snapshot, so nothing retired since is freed.
     pub fn snapshot<'g>(&'g self, _guard: &'g Guard) -> PointerIter<'g, H> {
-        PointerIter { inner: Source::Snapshot(self.index.snapshot().into_iter()), list: None }
+        self.walk(Source::Snapshot(self.index.snapshot().into_iter()))
+    }
+
+    fn walk<'g>(&'g self, inner: Source<'g, H>) -> PointerIter<'g, H> {
+        PointerIter { inner, list: None, heap: self.heap, trusted: trusted::<E> }
     }
 }
 
@@ -410,15 +429,20 @@ impl<E: Element, H: BuildHasher + Sync> PointerIndex<E, H> {
         _guard: &'g Guard,
     ) -> impl rayon::iter::ParallelIterator<Item = (u64, ValueWord)> + 'g {
         use rayon::iter::ParallelIterator;
-        self.index.par_iter().flat_map_iter(|(kw, w)| {
+        let heap = self.heap;
+        self.index.par_iter().flat_map_iter(move |(kw, w)| {
             let vw = ValueWord::from_bits(w);
-            let (one, list) = if vw.shape() == Shape::List {
-                // SAFETY: read under `guard` (see above).
+            let ok = trusted::<E>(heap, kw, vw);
+            let (one, list) = if !ok {
+                (None, &[][..])
+            } else if vw.shape() == Shape::List {
+                // SAFETY: read under `guard` (see above); checked whole.
                 (None, unsafe { &*(vw.addr() as *const List) }.words())
             } else {
                 (Some((kw, vw)), &[][..])
             };
-            one.into_iter().chain(list.iter().map(move |&e| (kw, ValueWord::from_bits(e))))
+            let in_list = list.iter().map(move |&e| (kw, ValueWord::from_bits(e)));
+            one.into_iter().chain(in_list.filter(move |&(kw, e)| element_in_list(heap, kw, e, trusted::<E>)))
         })
     }
 }
@@ -435,9 +459,9 @@ fn try_vec<T>(items: impl Iterator<Item = T>) -> Result<Vec<T>, Error> {
     Ok(v)
 }
 
-/// A fresh list of `words` (in `heap`, if any) and its word.
-fn list_word(words: Vec<u64>, heap: HeapRef) -> Result<NewWord, Error> {
-    let list = List::try_new(&words, heap)?;
+/// A fresh list of `words` of key word `kw` (in `heap`, if any) and its word.
+fn list_word(words: Vec<u64>, heap: HeapRef, kw: u64) -> Result<NewWord, Error> {
+    let list = List::try_new(&words, heap, kw)?;
     match ValueWord::new(Shape::List, 0, list.as_ptr() as usize) {
         Some(w) => Ok((w.bits(), Some(list))),
         None => {
@@ -476,11 +500,28 @@ impl<E: Element, H: BuildHasher> Drop for PointerIndex<E, H> {
     }
 }
 
+/// True if `e`, a word of a collision list of key word `kw`, may be
+/// followed: an element (not a list) passing `trusted` (`entry::trusted`
+/// of the index's element type).
+#[inline]
+fn element_in_list(
+    heap: HeapRef,
+    kw: u64,
+    e: ValueWord,
+    trusted: fn(HeapRef, u64, ValueWord) -> bool,
+) -> bool {
+    heap.is_none() || (e.try_shape().is_some_and(|s| s != Shape::List) && trusted(heap, kw, e))
+}
+
 /// A weakly consistent walk over a [`PointerIndex`]: (key word, element).
 pub(crate) struct PointerIter<'g, H> {
     inner: Source<'g, H>,
     /// The rest of a collision list being walked, with its key word.
     list: Option<(u64, &'g List, usize)>,
+    /// A persistent map's heap, whose words are checked before they are
+    /// followed, by `trusted` (of the index's element type).
+    heap: HeapRef,
+    trusted: fn(HeapRef, u64, ValueWord) -> bool,
 }
 
 /// Where a [`PointerIter`] gets the index's (key word, slot word) pairs.
@@ -510,12 +551,19 @@ impl<H: BuildHasher> Iterator for PointerIter<'_, H> {
             if let Some((kw, l, i)) = self.list {
                 if let Some(&e) = l.words().get(i) {
                     self.list = Some((kw, l, i + 1));
-                    return Some((kw, ValueWord::from_bits(e)));
+                    let e = ValueWord::from_bits(e);
+                    if element_in_list(self.heap, kw, e, self.trusted) {
+                        return Some((kw, e));
+                    }
+                    continue;
                 }
                 self.list = None;
             }
             let (kw, w) = self.inner.next()?;
             let vw = ValueWord::from_bits(w);
+            if self.heap.is_some() && !(self.trusted)(self.heap, kw, vw) {
+                continue; // damage in a file: not served
+            }
             if vw.shape() != Shape::List {
                 return Some((kw, vw));
             }

@@ -107,6 +107,22 @@ impl<K: Inline, V: Inline> Map<K, V, FileHasher> {
         self.file().recovery()
     }
 
+    /// The map's identity: a number drawn when its files were made, which
+    /// every file of the map names (a file of another map is refused at
+    /// open). Tools that keep files of their own beside a map's (as
+    /// `dlht-server -e` does) record it to refuse another map's directory.
+    ///
+    /// ```
+    /// let dir = std::env::temp_dir().join(format!("dlht-doc-id-{}", std::process::id()));
+    /// # let _ = std::fs::remove_dir_all(&dir);
+    /// let id = dlht::FileMap::<u64, u64>::open(&dir).unwrap().map_id();
+    /// assert_eq!(dlht::FileMap::<u64, u64>::open(&dir).unwrap().map_id(), id);
+    /// # std::fs::remove_dir_all(&dir).unwrap();
+    /// ```
+    pub fn map_id(&self) -> u64 {
+        self.file().header().map_id
+    }
+
     pub(crate) fn file(&self) -> &MapFile {
         self.core.persist().expect("dlht invariant: a FileMap has files")
     }

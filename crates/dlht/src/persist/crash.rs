@@ -47,12 +47,24 @@ pub enum CrashPoint {
     /// Allocator-mode replace: the new value's word is in the index, the
     /// old value not yet retired.
     BytesReplaced,
+    /// Heap carve: a slab's (or run's) block states written, its class not
+    /// yet.
+    HeapCarving,
+    /// Heap reclamation (pre-pass or sweep): blocks of a slab set free in
+    /// this incarnation, on no list yet, the slab not given back.
+    HeapReclaiming,
+    /// Heap reclamation: an emptied slab or run being given back, its later
+    /// slabs' headers zeroed, its first slab's not yet.
+    HeapGivingBack,
+    /// Heap trim: free slabs taken off the free set, their hole not yet
+    /// punched.
+    HeapTrimming,
 }
 
 #[cfg_attr(not(any(feature = "crash-points", feature = "internals")), allow(dead_code))]
 impl CrashPoint {
     /// Every point, in protocol order.
-    pub const ALL: [CrashPoint; 18] = [
+    pub const ALL: [CrashPoint; 22] = [
         CrashPoint::InsertClaimed,
         CrashPoint::InsertCommitted,
         CrashPoint::InsertPublished,
@@ -71,6 +83,10 @@ impl CrashPoint {
         CrashPoint::HeapAllocated,
         CrashPoint::HeapFilled,
         CrashPoint::BytesReplaced,
+        CrashPoint::HeapCarving,
+        CrashPoint::HeapReclaiming,
+        CrashPoint::HeapGivingBack,
+        CrashPoint::HeapTrimming,
     ];
 
     /// The point's name in `DLHT_CRASH_AT`.
@@ -94,6 +110,10 @@ impl CrashPoint {
             CrashPoint::HeapAllocated => "heap-allocated",
             CrashPoint::HeapFilled => "heap-filled",
             CrashPoint::BytesReplaced => "bytes-replaced",
+            CrashPoint::HeapCarving => "heap-carving",
+            CrashPoint::HeapReclaiming => "heap-reclaiming",
+            CrashPoint::HeapGivingBack => "heap-giving-back",
+            CrashPoint::HeapTrimming => "heap-trimming",
         }
     }
 }

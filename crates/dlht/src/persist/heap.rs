@@ -19,18 +19,22 @@
 //! `MDB_FIXEDMAP` makes the same trade.
 //!
 //! **What survives a crash.** The bump pointer (`next_slab`) and each
-//! slab's class are in the file; free lists are not (rebuilt at open). A
-//! block's [`BlockState`] says free, live or retired, with the
-//! *incarnation* (opens of the heap) that last set it. Blocks a crash
-//! leaks — allocated but never linked, or unlinked but not yet freed (epoch
-//! reclamation's pending garbage dies with the process) — are found by a
-//! background pass after each open ([`Heap::reclaim`]): it marks every
+//! slab's class are in the file; free lists and free slabs are not
+//! (rebuilt at open). A block's [`BlockState`] says free, live or retired,
+//! with the *incarnation* (opens of the heap) that last set it. After each
+//! open a pre-pass ([`Heap::prepass_step`], also run by allocations that
+//! find no free block) frees at once every block an earlier incarnation
+//! left free or retired (unreachable), and gives back whole the slabs it
+//! empties (they change class; their disk goes back to the file system:
+//! [`Heap::trim`]). Blocks a crash leaked live — allocated but never
+//! linked, or replaced but not yet retired — are found by the background
+//! pass that follows (`allocator::persistent`'s `reclaim`): it marks every
 //! block the index reaches with the new incarnation, waits until every
 //! thread pinned during the walk has unpinned (so each removal of an old
 //! block has marked it retired), then frees each block of an earlier
-//! incarnation that is not free: none of them is reachable. Every change
-//! of a state is a compare-and-swap, so the pass and the ordinary free
-//! path never free one block twice.
+//! incarnation still live ([`Heap::sweep`]): none of them is reachable.
+//! Every change of a state is a compare-and-swap, so the passes and the
+//! ordinary free path never free one block twice.
 //!
 //! Why our own allocator: no crate allocates inside a caller's mapping
 //! with crash-recoverable metadata (the general-purpose ones keep theirs
@@ -51,8 +55,9 @@ use std::sync::{Arc, Mutex};
 pub const HEAP_FILE: &str = "heap.dlht";
 /// First bytes of a heap file.
 pub const HEAP_MAGIC: [u8; 8] = *b"DLHT-HEP";
-/// Version of the heap file's layout.
-pub const HEAP_LAYOUT_VERSION: u32 = 1;
+/// Version of the heap file's layout (2: the header names its map and
+/// stamp and is checksummed; blocks are sealed).
+pub const HEAP_LAYOUT_VERSION: u32 = 2;
 /// The unit the heap grows by, and of a size class's blocks.
 pub const SLAB: usize = 64 << 10;
 /// A heap's default size (the file is sparse: only used slabs take disk).
@@ -73,6 +78,12 @@ pub struct HeapHeader {
     pub endian: u32,
     /// Bytes of the file (a multiple of [`SLAB`]).
     pub bytes: u64,
+    /// The map this heap belongs to (`MapHeader::map_id`).
+    pub map_id: u64,
+    /// CRC-32C of the header's bytes before this field.
+    pub header_crc: u32,
+    /// Reserved, zero.
+    pub _pad: u32,
     /// The address the file is mapped at; 0 until the first open picks one.
     pub base: AtomicU64,
     /// Slabs handed out (slab 0 is this header): the bump pointer.
@@ -80,11 +91,22 @@ pub struct HeapHeader {
     /// Opens of the heap so far: blocks set in an earlier one than the
     /// current are reclaimed unless the index reaches them.
     pub incarnation: AtomicU64,
-    /// The seed of the map file this heap belongs to (`MapHeader::seed`).
-    pub map_seed: u64,
+    /// The map's stamp when the heap was last stamped
+    /// (`persist::layout::Stamp`).
+    pub stamp: AtomicU64,
 }
 
 impl HeapHeader {
+    /// Bytes of the header `header_crc` covers.
+    pub const CRC_BYTES: usize = core::mem::offset_of!(HeapHeader, header_crc);
+    /// Where the stamp is, for the map's stamping.
+    pub const STAMP_OFFSET: usize = core::mem::offset_of!(HeapHeader, stamp);
+
+    /// The checksum of the header's fixed fields, as stored.
+    pub fn crc(&self) -> u32 {
+        super::layout::crc_of(self, Self::CRC_BYTES)
+    }
+
     /// Refuse a header that is not a heap's of this layout.
     pub fn check(&self, file_len: u64) -> Result<(), Error> {
         if self.magic != HEAP_MAGIC {
@@ -95,6 +117,9 @@ impl HeapHeader {
         }
         if self.layout_version != HEAP_LAYOUT_VERSION {
             return Err(Error::Incompatible { what: "the heap file's layout version" });
+        }
+        if self.header_crc != self.crc() {
+            return Err(Error::Corrupt { what: "the heap file's header is damaged (its checksum differs)" });
         }
         let slabs = self.bytes / SLAB as u64;
         if self.bytes % SLAB as u64 != 0 || slabs < 2 || self.bytes != file_len || self.bytes > MAX_HEAP_BYTES
@@ -146,8 +171,10 @@ impl BlockState {
     /// Unlinked from the index, waiting for epoch reclamation to free it.
     pub const RETIRED: u64 = 2;
     const STATE_BITS: u32 = 2;
-    /// Bytes before the payload.
+    /// Bytes of the state word, just before the payload.
     pub const BYTES: usize = 8;
+    /// Bytes before the payload: the [`Seal`], then the state word.
+    pub const PREFIX: usize = Seal::BYTES + Self::BYTES;
 
     /// The word of `state` in `incarnation`.
     pub const fn new(incarnation: u64, state: u64) -> BlockState {
@@ -171,7 +198,47 @@ impl BlockState {
     }
 }
 
-/// Block sizes (state word included) of the size classes: 16-byte steps to
+/// A block's seal, the word before its state word: what the element was
+/// written for — `checksum << 32 | fold(key word)`, the checksum a CRC-32C
+/// of the key word and the element's fixed bytes. A read checks the fold
+/// (an index word that points at another key's block, or a key word
+/// damaged in the index, is not served) and, until the open's walk has
+/// verified every block the index reaches, the checksum (damaged bytes are
+/// not served either).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Seal(u64);
+
+impl Seal {
+    /// Bytes of the seal.
+    pub const BYTES: usize = 8;
+
+    /// The seal of an element for key word `kw` whose checksum is `crc`.
+    pub const fn new(kw: u64, crc: u32) -> Seal {
+        Seal((crc as u64) << 32 | Self::fold(kw) as u64)
+    }
+    /// The 32 bits of a key word a seal keeps.
+    pub const fn fold(kw: u64) -> u32 {
+        (kw ^ kw >> 32) as u32
+    }
+    /// A word read from a block.
+    pub const fn from_bits(w: u64) -> Seal {
+        Seal(w)
+    }
+    /// The word to store.
+    pub const fn bits(self) -> u64 {
+        self.0
+    }
+    /// True if written for key word `kw`.
+    pub const fn is_for(self, kw: u64) -> bool {
+        self.0 as u32 == Self::fold(kw)
+    }
+    /// The element's checksum.
+    pub const fn checksum(self) -> u32 {
+        (self.0 >> 32) as u32
+    }
+}
+
+/// Block sizes (seal and state word included) of the size classes: 16-byte steps to
 /// 128, then four classes per doubling, to 16 KiB; larger payloads get a
 /// run of whole slabs.
 pub const CLASS_BYTES: [usize; 35] = [
@@ -182,16 +249,19 @@ const CLASSES: usize = CLASS_BYTES.len();
 /// Free lists per class: a thread pushes and pops its own, and takes from
 /// the others before carving a new slab.
 const SHARDS: usize = 8;
+/// Steps of the open's pre-pass an allocation runs, at most, looking for
+/// free blocks before it takes new space (see `Heap::prepass_step`).
+const PREPASS_STEPS: usize = 16;
 
 /// The class of a block holding `payload` bytes, or None for a large run.
 fn class_of(payload: usize) -> Option<usize> {
-    let need = payload.checked_add(BlockState::BYTES)?;
+    let need = payload.checked_add(BlockState::PREFIX)?;
     CLASS_BYTES.iter().position(|&b| b >= need)
 }
 
 /// Slabs of a large run holding `payload` bytes.
 fn run_slabs(payload: usize) -> Option<usize> {
-    Some(payload.checked_add(SlabHeader::BYTES + BlockState::BYTES)?.div_ceil(SLAB))
+    Some(payload.checked_add(SlabHeader::BYTES + BlockState::PREFIX)?.div_ceil(SLAB))
 }
 
 /// The heaps of this process (open, or closed and waiting to be reused):
@@ -233,13 +303,93 @@ pub struct Heap {
     free: [[Mutex<Vec<usize>>; SHARDS]; CLASSES],
     /// Free large runs (payload addresses) by their slabs.
     large: Mutex<BTreeMap<usize, Vec<usize>>>,
-    /// Slabs never carved (found by reclamation below the bump pointer).
-    free_slabs: Mutex<Vec<usize>>,
+    /// Free slabs below the bump pointer (never carved, or emptied and
+    /// given back to the disk: see `give_slabs`), as runs: first slab →
+    /// slabs, adjacent runs merged, so a large run finds contiguous slabs.
+    free_slabs: Mutex<BTreeMap<usize, usize>>,
+    /// The open's pre-pass over the slabs below the bump pointer at the
+    /// open (see `prepass_step`), and whether it has finished.
+    prepass: Mutex<Prepass>,
+    prepass_done: AtomicBool,
+    /// Free slabs given back in this open whose disk is not yet given to
+    /// the file system (see `trim`), as runs.
+    untrimmed: Mutex<BTreeMap<usize, usize>>,
+    /// Punching holes failed (a file system without it): free slabs keep
+    /// their disk, and holes are not looked for, for the rest of the open.
+    no_punch: AtomicBool,
     /// Blocks freed by reclamation in this incarnation, and whether the
     /// pass has finished.
     reclaimed: AtomicUsize,
     reclaim_done: AtomicBool,
+    /// The walk of this open has verified every block the index reaches.
+    verified: AtomicBool,
+    /// Damaged elements found (by reads and by the walk) in this open.
+    damaged: AtomicUsize,
     file: Mutex<Option<Arc<File>>>,
+}
+
+/// The pre-pass of an open (see [`Heap::prepass_step`]): a cursor over the
+/// slabs below the bump pointer at the open, and the slabs it found with
+/// live blocks of an earlier incarnation, for the sweep.
+#[derive(Default)]
+struct Prepass {
+    /// The next slab to scan (1 at the open).
+    next: usize,
+    /// The bump pointer at the open: the scan's end.
+    end: usize,
+    /// First slabs of the slabs and runs left to the sweep.
+    sweep: Vec<usize>,
+}
+
+/// Add slabs `s..s + n` to a set of runs (first slab → slabs), merged
+/// with the runs it touches.
+fn add_run(runs: &mut BTreeMap<usize, usize>, s: usize, n: usize) {
+    let (mut first, mut len) = (s, n);
+    if let Some((&ps, &pl)) = runs.range(..s).next_back() {
+        if ps + pl == s {
+            runs.remove(&ps);
+            (first, len) = (ps, pl + len);
+        }
+    }
+    if let Some(nl) = runs.remove(&(s + n)) {
+        len += nl;
+    }
+    runs.insert(first, len);
+}
+
+/// Take the part of slabs `s..s + n` that a set of runs holds out of it:
+/// those pieces, as runs.
+fn take_runs(runs: &mut BTreeMap<usize, usize>, s: usize, n: usize) -> Vec<(usize, usize)> {
+    let end = s + n;
+    let from = match runs.range(..s).next_back() {
+        Some((&a, &l)) if a + l > s => a,
+        _ => s,
+    };
+    let hit: Vec<(usize, usize)> = runs.range(from..end).map(|(&a, &l)| (a, l)).collect();
+    let mut pieces = Vec::with_capacity(hit.len());
+    for (a, l) in hit {
+        runs.remove(&a);
+        let (lo, hi) = (a.max(s), (a + l).min(end));
+        if a < lo {
+            runs.insert(a, lo - a);
+        }
+        if hi < a + l {
+            runs.insert(hi, a + l - hi);
+        }
+        pieces.push((lo, hi - lo));
+    }
+    pieces
+}
+
+/// Where a slab's blocks are, by its header.
+enum SlabLayout {
+    /// Class 0: a free slab.
+    Free,
+    /// `blocks` blocks `size` bytes apart (one, for a run), over `step`
+    /// slabs.
+    Blocks { blocks: usize, size: usize, step: usize },
+    /// A header no slab has: skip that many slabs, or (None) stop there.
+    Damaged { skip: Option<usize> },
 }
 
 /// What the background reclamation of a heap has done.
@@ -250,6 +400,11 @@ pub struct HeapReclaim {
     pub blocks_freed: usize,
     /// The pass has finished.
     pub done: bool,
+    /// Damaged elements found since the open, by reads and by the walk
+    /// (each counted where it was met: a damaged element read twice
+    /// before the walk removed it counts twice). None is served: a read
+    /// finds no value there, and the walk takes the index entry out.
+    pub damaged: usize,
 }
 
 /// The most bytes a heap may have (a quarter of the range bases are drawn
@@ -261,7 +416,7 @@ const INCARNATION_LIMIT: u64 = 1 << 48;
 
 impl Heap {
     /// Create `dir/heap.dlht` of `bytes` (rounded up to slabs; sparse).
-    pub fn create(dir: &Path, bytes: u64, map_seed: u64) -> Result<(), Error> {
+    pub fn create(dir: &Path, bytes: u64, map_id: u64) -> Result<(), Error> {
         if bytes > MAX_HEAP_BYTES {
             return Err(Error::CapacityOverflow);
         }
@@ -274,7 +429,8 @@ impl Heap {
         h.layout_version = HEAP_LAYOUT_VERSION;
         h.endian = ENDIAN_CHECK;
         h.bytes = bytes;
-        h.map_seed = map_seed;
+        h.map_id = map_id;
+        h.header_crc = h.crc();
         h.next_slab.store(1, Ordering::Relaxed);
         m.sync()?;
         file.sync_all().map_err(io("syncing the heap file"))
@@ -282,30 +438,16 @@ impl Heap {
 
     /// Check `dir/heap.dlht`'s header without changing anything (before
     /// the index is opened and recovered, so a map whose heap is refused is
-    /// left as it was). Nothing to check where the map is not made yet.
-    /// A map of another kind is left to the map file's own check (which
-    /// refuses it as `Incompatible`).
-    pub fn check_file(dir: &Path) -> Result<(), Error> {
-        let Ok((map, len)) = files::open_rw(&dir.join(files::MAP_FILE), "opening the map file") else {
-            return Ok(()); // no map yet (or unreadable: the map's open says why)
-        };
-        if len < PAGE as u64 {
-            return Ok(());
-        }
-        let m = files::Mapping::new(&map, 0, PAGE)?;
-        // SAFETY: a page of the map file; the header's fields are integers
-        // and atomics, valid for any bytes.
-        let map_header = unsafe { &*(m.ptr() as *const super::layout::MapHeader) };
-        if map_header.kind != super::layout::MapKind::Bytes as u32 {
-            return Ok(());
-        }
+    /// left as it was): a heap of this layout, of the map and stamp `stamp`
+    /// gives (a heap of another map, or an older copy of this map's, is
+    /// refused).
+    pub fn check_file(dir: &Path, stamp: &super::layout::Stamp) -> Result<(), Error> {
         let (file, _, _) = Self::header_of(dir)?;
         let h = files::Mapping::new(&file, 0, PAGE)?;
         // SAFETY: as in `header_of`.
-        if unsafe { &*(h.ptr() as *const HeapHeader) }.map_seed != map_header.seed {
-            return Err(Error::Corrupt { what: "the heap file belongs to another map" });
-        }
-        Ok(())
+        let h = unsafe { &*(h.ptr() as *const HeapHeader) };
+        // Relaxed: read before the heap is opened in this process.
+        stamp.check(h.map_id, h.stamp.load(Ordering::Relaxed), super::layout::HEAP_FILE)
     }
 
     /// The heap file, open, and its base and bytes, checked.
@@ -360,6 +502,11 @@ impl Heap {
         if cfg!(dlht_plant = "heap_bump_reset") {
             h.next_slab.store(1, Ordering::Relaxed);
         }
+        // The pre-pass scans the slabs handed out before this open (it and
+        // the fields above reach other threads with the open flag below).
+        let end = h.next_slab.load(Ordering::Relaxed) as usize;
+        *heap.prepass.lock().unwrap_or_else(|e| e.into_inner()) = Prepass { next: 1, end, sweep: Vec::new() };
+        heap.prepass_done.store(end <= 1, Ordering::Relaxed);
         // Relaxed: only this thread touches the heap until it is published
         // open below.
         let inc = h.incarnation.load(Ordering::Relaxed) + 1;
@@ -368,6 +515,8 @@ impl Heap {
         heap.serial.store(SERIAL.fetch_add(1, Ordering::Relaxed), Ordering::Relaxed);
         heap.reclaimed.store(0, Ordering::Relaxed);
         heap.reclaim_done.store(false, Ordering::Relaxed);
+        heap.verified.store(false, Ordering::Relaxed);
+        heap.damaged.store(0, Ordering::Relaxed);
         *heap.file.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(file));
         // Release: the fields above before any thread finds the heap open.
         heap.open.store(true, Ordering::Release);
@@ -398,9 +547,15 @@ impl Heap {
             incarnation: AtomicU64::new(0),
             free: core::array::from_fn(|_| core::array::from_fn(|_| Mutex::new(Vec::new()))),
             large: Mutex::new(BTreeMap::new()),
-            free_slabs: Mutex::new(Vec::new()),
+            free_slabs: Mutex::new(BTreeMap::new()),
+            prepass: Mutex::new(Prepass::default()),
+            prepass_done: AtomicBool::new(true),
+            untrimmed: Mutex::new(BTreeMap::new()),
+            no_punch: AtomicBool::new(false),
             reclaimed: AtomicUsize::new(0),
             reclaim_done: AtomicBool::new(false),
+            verified: AtomicBool::new(false),
+            damaged: AtomicUsize::new(0),
             file: Mutex::new(None),
         }));
         HEAPS[n].store(h as *const Heap as *mut Heap, Ordering::Release);
@@ -475,6 +630,10 @@ impl Heap {
         }
         self.large.lock().unwrap_or_else(|e| e.into_inner()).clear();
         self.free_slabs.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        self.untrimmed.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        self.no_punch.store(false, Ordering::Relaxed); // a hint, per open
+        *self.prepass.lock().unwrap_or_else(|e| e.into_inner()) = Prepass::default();
+        self.prepass_done.store(true, Ordering::Relaxed); // a hint: see `prepass_step`
     }
 
     /// Close: no thread may free into the heap from now on (a deferred free
@@ -528,6 +687,56 @@ impl Heap {
         unsafe { &*((payload - BlockState::BYTES) as *const AtomicU64) }
     }
 
+    fn seal_of(&self, payload: usize) -> &AtomicU64 {
+        debug_assert!((self.lo() + SLAB..self.lo() + self.bytes()).contains(&payload));
+        // SAFETY: every payload follows its block's seal and state word, in
+        // the mapping.
+        unsafe { &*((payload - BlockState::PREFIX) as *const AtomicU64) }
+    }
+
+    /// Seal the block at `payload`, filled, for key word `kw` (before it
+    /// is published).
+    pub fn seal(&self, payload: usize, kw: u64, crc: u32) {
+        // Relaxed: published with the element by the index's release CAS.
+        self.seal_of(payload).store(Seal::new(kw, crc).bits(), Ordering::Relaxed);
+    }
+
+    /// If `payload` is a block of this heap, allocated (live or retired),
+    /// sealed for key word `kw`: its payload bytes and its seal's checksum.
+    /// What a read checks before it trusts an index word (see [`Seal`]).
+    #[inline]
+    pub fn sealed_for(&self, kw: u64, payload: usize) -> Option<(usize, u32)> {
+        let room = self.block_bytes(payload)?;
+        let state = BlockState::from_bits(self.state_of(payload).load(Ordering::Relaxed));
+        if state.state() == BlockState::FREE || state.incarnation() > self.current() {
+            return None;
+        }
+        // Relaxed: the element was published to this thread by the index
+        // word it came from (an acquire), after its seal.
+        let seal = Seal::from_bits(self.seal_of(payload).load(Ordering::Relaxed));
+        seal.is_for(kw).then_some((room, seal.checksum()))
+    }
+
+    /// True while reads must verify checksums: until the open's walk has
+    /// verified every block the index reaches (blocks written since were
+    /// sealed by this process).
+    #[inline]
+    pub fn verifies_reads(&self) -> bool {
+        // Relaxed: a read that sees the walk done reads an element the walk
+        // verified, or one sealed since; both are whole.
+        !self.verified.load(Ordering::Relaxed)
+    }
+
+    /// The open's walk has verified every block the index reaches.
+    pub fn set_verified(&self) {
+        self.verified.store(true, Ordering::Relaxed); // see `verifies_reads`
+    }
+
+    /// Count a damaged element found by a read or by the walk.
+    pub fn note_damaged(&self) {
+        self.damaged.fetch_add(1, Ordering::Relaxed); // a count
+    }
+
     fn current(&self) -> u64 {
         // Relaxed: set before the heap was published open (Release/Acquire).
         self.incarnation.load(Ordering::Relaxed)
@@ -552,10 +761,12 @@ impl Heap {
         SHARD.with(|s| *s)
     }
 
-    fn alloc_small(&self, c: usize) -> Result<usize, Error> {
+    /// A free block of class `c` from this thread's list, or half of
+    /// another shard's.
+    fn pop_small(&self, c: usize) -> Option<usize> {
         let me = Self::shard();
         if let Some(p) = self.free[c][me].lock().unwrap_or_else(|e| e.into_inner()).pop() {
-            return Ok(p);
+            return Some(p);
         }
         for k in 1..SHARDS {
             let mut other = self.free[c][(me + k) % SHARDS].lock().unwrap_or_else(|e| e.into_inner());
@@ -564,42 +775,89 @@ impl Heap {
                 let moved: Vec<usize> = other.drain(..half).collect();
                 drop(other);
                 self.free[c][me].lock().unwrap_or_else(|e| e.into_inner()).extend(moved);
+                return Some(p);
+            }
+        }
+        None
+    }
+
+    fn alloc_small(&self, c: usize) -> Result<usize, Error> {
+        if let Some(p) = self.pop_small(c) {
+            return Ok(p);
+        }
+        // Before new space, what the last opens freed or left retired: a
+        // short open reuses it whether or not the background pass has
+        // reached it yet.
+        for _ in 0..PREPASS_STEPS {
+            if self.has_free_slabs(1) || !self.prepass_step() {
+                break;
+            }
+            if let Some(p) = self.pop_small(c) {
                 return Ok(p);
             }
         }
-        // Carve a slab: its class first (a crash after leaves free blocks).
+        // Carve a slab: every block's state first, FREE in this open (no
+        // byte of an earlier use of the slab is taken for a state), then
+        // its class. A crash before the class leaves a free slab (class 0,
+        // whatever its blocks hold); after it, free blocks of this open,
+        // which the next open's pre-pass frees.
         let slab = self.take_slabs(1)?;
-        let h = self.slab(slab);
-        h.slabs.store(1, Ordering::Relaxed);
-        h.class.store(1 + c as u32, Ordering::Relaxed);
-        let first = self.lo() + slab * SLAB + SlabHeader::BYTES + BlockState::BYTES;
         let size = CLASS_BYTES[c];
         let n = (SLAB - SlabHeader::BYTES) / size;
-        let mut list = self.free[c][me].lock().unwrap_or_else(|e| e.into_inner());
+        let first = self.lo() + slab * SLAB + SlabHeader::BYTES + BlockState::PREFIX;
+        let free = BlockState::new(self.current(), BlockState::FREE).bits();
+        for i in 0..n {
+            // Relaxed: the slab is this thread's alone; published to scans
+            // by the class's Release below.
+            self.state_of(first + i * size).store(free, Ordering::Relaxed);
+        }
+        super::crash::at(super::crash::CrashPoint::HeapCarving);
+        let h = self.slab(slab);
+        h.slabs.store(1, Ordering::Relaxed);
+        // Release: a scan that reads the class (Acquire) reads these states.
+        h.class.store(1 + c as u32, Ordering::Release);
+        let mut list = self.free[c][Self::shard()].lock().unwrap_or_else(|e| e.into_inner());
         list.extend((1..n).rev().map(|i| first + i * size));
         Ok(first)
     }
 
-    fn alloc_large(&self, payload: usize) -> Result<usize, Error> {
-        let slabs = run_slabs(payload).ok_or(Error::AllocFailed { bytes: payload })?;
-        if let Some(p) =
-            self.large.lock().unwrap_or_else(|e| e.into_inner()).get_mut(&slabs).and_then(Vec::pop)
-        {
-            return Ok(p);
-        }
-        let first = self.take_slabs(slabs)?;
-        let h = self.slab(first);
-        h.slabs.store(slabs as u32, Ordering::Relaxed);
-        h.class.store(SlabHeader::LARGE, Ordering::Relaxed);
-        Ok(self.lo() + first * SLAB + SlabHeader::BYTES + BlockState::BYTES)
+    /// A free large run of `slabs` slabs.
+    fn pop_large(&self, slabs: usize) -> Option<usize> {
+        self.large.lock().unwrap_or_else(|e| e.into_inner()).get_mut(&slabs).and_then(Vec::pop)
     }
 
-    /// `n` fresh slabs: a free one found by reclamation, or the bump's.
-    fn take_slabs(&self, n: usize) -> Result<usize, Error> {
-        if n == 1 {
-            if let Some(s) = self.free_slabs.lock().unwrap_or_else(|e| e.into_inner()).pop() {
-                return Ok(s);
+    fn alloc_large(&self, payload: usize) -> Result<usize, Error> {
+        let slabs = run_slabs(payload).ok_or(Error::AllocFailed { bytes: payload })?;
+        if let Some(p) = self.pop_large(slabs) {
+            return Ok(p);
+        }
+        for _ in 0..PREPASS_STEPS {
+            if self.has_free_slabs(slabs) || !self.prepass_step() {
+                break;
             }
+            if let Some(p) = self.pop_large(slabs) {
+                return Ok(p);
+            }
+        }
+        // As a carve: the block's state first, then the run's header (a
+        // crash before it leaves free slabs; after it, a free run).
+        let first = self.take_slabs(slabs)?;
+        let p = self.lo() + first * SLAB + SlabHeader::BYTES + BlockState::PREFIX;
+        // Relaxed: as in `alloc_small`.
+        self.state_of(p).store(BlockState::new(self.current(), BlockState::FREE).bits(), Ordering::Relaxed);
+        super::crash::at(super::crash::CrashPoint::HeapCarving);
+        let h = self.slab(first);
+        h.slabs.store(slabs as u32, Ordering::Relaxed);
+        // Release: as in `alloc_small`.
+        h.class.store(SlabHeader::LARGE, Ordering::Release);
+        Ok(p)
+    }
+
+    /// `n` contiguous fresh slabs: the lowest free run below the bump
+    /// pointer long enough, or the bump's.
+    fn take_slabs(&self, n: usize) -> Result<usize, Error> {
+        if let Some(s) = self.take_free_slabs(n) {
+            return Ok(s);
         }
         let total = (self.bytes.load(Ordering::Relaxed) / SLAB) as u64;
         let next = &self.header().next_slab;
@@ -615,6 +873,27 @@ impl Heap {
                 Err(now) => cur = now,
             }
         }
+    }
+
+    /// The first of `n` contiguous free slabs, taken off the free set.
+    fn take_free_slabs(&self, n: usize) -> Option<usize> {
+        let mut f = self.free_slabs.lock().unwrap_or_else(|e| e.into_inner());
+        let (&s, &len) = f.iter().find(|&(_, &len)| len >= n)?;
+        f.remove(&s);
+        if len > n {
+            f.insert(s + n, len - n);
+        }
+        Some(s)
+    }
+
+    /// True if `n` contiguous slabs are free.
+    fn has_free_slabs(&self, n: usize) -> bool {
+        self.free_slabs.lock().unwrap_or_else(|e| e.into_inner()).values().any(|&len| len >= n)
+    }
+
+    /// Add slabs `s..s + n` to the free set.
+    fn add_free_slabs(&self, s: usize, n: usize) {
+        add_run(&mut self.free_slabs.lock().unwrap_or_else(|e| e.into_inner()), s, n);
     }
 
     /// Free a block never published (a failed or abandoned insert).
@@ -697,23 +976,25 @@ impl Heap {
         let inc = self.current();
         let free = BlockState::new(inc, BlockState::FREE).bits();
         if self.state_of(payload).compare_exchange(from, free, Ordering::Relaxed, Ordering::Relaxed).is_ok() {
-            self.push_free(payload);
+            self.push_free(&[payload]);
         }
     }
 
-    fn push_free(&self, payload: usize) {
+    /// Put free blocks of one slab (or run) on their free list.
+    fn push_free(&self, blocks: &[usize]) {
+        let Some(&payload) = blocks.first() else { return };
         let slab = (payload - self.lo()) / SLAB;
         let h = self.slab(slab);
         match h.class.load(Ordering::Relaxed) {
             SlabHeader::LARGE => {
                 let n = h.slabs.load(Ordering::Relaxed) as usize;
-                self.large.lock().unwrap_or_else(|e| e.into_inner()).entry(n).or_default().push(payload);
+                self.large.lock().unwrap_or_else(|e| e.into_inner()).entry(n).or_default().extend(blocks);
             }
             c if (1..=CLASSES as u32).contains(&c) => {
                 let c = c as usize - 1;
-                self.free[c][Self::shard()].lock().unwrap_or_else(|e| e.into_inner()).push(payload);
+                self.free[c][Self::shard()].lock().unwrap_or_else(|e| e.into_inner()).extend(blocks);
             }
-            _ => {} // a damaged slab header: the block is left out
+            _ => {} // a damaged slab header: the blocks are left out
         }
     }
 
@@ -728,23 +1009,23 @@ impl Heap {
     /// the file, where its slab's class (or large run) puts a block.
     pub fn block_bytes(&self, payload: usize) -> Option<usize> {
         let lo = self.lo();
-        if !(lo + SLAB + SlabHeader::BYTES + BlockState::BYTES..lo + self.bytes()).contains(&payload) {
+        if !(lo + SLAB + SlabHeader::BYTES + BlockState::PREFIX..lo + self.bytes()).contains(&payload) {
             return None;
         }
         let slab = (payload - lo) / SLAB;
-        let first = lo + slab * SLAB + SlabHeader::BYTES + BlockState::BYTES;
+        let first = lo + slab * SLAB + SlabHeader::BYTES + BlockState::PREFIX;
         let h = self.slab(slab);
         match h.class.load(Ordering::Relaxed) {
             SlabHeader::LARGE => {
                 let slabs = h.slabs.load(Ordering::Relaxed) as usize;
                 let fits = slabs >= 1 && slab + slabs <= self.bytes() / SLAB;
-                (payload == first && fits).then(|| slabs * SLAB - SlabHeader::BYTES - BlockState::BYTES)
+                (payload == first && fits).then(|| slabs * SLAB - SlabHeader::BYTES - BlockState::PREFIX)
             }
             c if (1..=CLASSES as u32).contains(&c) => {
                 let size = CLASS_BYTES[c as usize - 1];
                 let at = payload - first;
                 (at % size == 0 && at / size < (SLAB - SlabHeader::BYTES) / size)
-                    .then(|| size - BlockState::BYTES)
+                    .then(|| size - BlockState::PREFIX)
             }
             _ => None,
         }
@@ -772,44 +1053,295 @@ impl Heap {
         false
     }
 
-    /// Reclamation's sweep, after every block the index reaches is marked
-    /// and every thread pinned during the walk has unpinned: free every
-    /// block of an earlier incarnation below the bump pointer of the open
-    /// (nothing reaches it), and put those already free on free lists.
-    pub fn sweep(&self, slabs_at_open: usize, stop: &AtomicBool) {
+    /// Where the blocks of slab `s` are, by its header (`end`: the bump
+    /// pointer at the open).
+    fn layout_of(&self, s: usize, end: usize) -> SlabLayout {
+        let h = self.slab(s);
+        // Acquire: a slab carved or made a run in this open is read with
+        // the states written before its class (see `alloc_small`). Scans
+        // meet none (free slabs are behind the pre-pass's cursor, and the
+        // sweep visits only slabs holding live blocks); this keeps one
+        // sound if they did.
+        match h.class.load(Ordering::Acquire) {
+            0 => SlabLayout::Free,
+            SlabHeader::LARGE => {
+                let n = h.slabs.load(Ordering::Relaxed) as usize;
+                if n == 0 || s + n > end {
+                    return SlabLayout::Damaged { skip: None };
+                }
+                SlabLayout::Blocks { blocks: 1, size: 0, step: n }
+            }
+            c if (c as usize) <= CLASSES => {
+                let size = CLASS_BYTES[c as usize - 1];
+                SlabLayout::Blocks { blocks: (SLAB - SlabHeader::BYTES) / size, size, step: 1 }
+            }
+            _ => SlabLayout::Damaged { skip: Some(1) },
+        }
+    }
+
+    /// One step of the open's pre-pass over the slabs below the bump
+    /// pointer at the open: the slab (or large run, or run of holes) at its
+    /// cursor. False once the pre-pass is over; each step runs whole under
+    /// the cursor's lock, so none runs after any thread has seen it over.
+    /// The reclaiming thread runs it to its end before the walk; an
+    /// allocation that finds no free block runs a few steps first.
+    ///
+    /// A block FREE or RETIRED in an earlier incarnation is unreachable
+    /// (one is marked RETIRED only after the index's CAS that unlinked it;
+    /// a FREE one is on no list of this open), so it is freed at once,
+    /// without waiting for the walk: a CAS to FREE in this incarnation,
+    /// which alone grants the right to put it on a free list, so no block
+    /// is handed out twice (the sweep and the ordinary frees CAS too).
+    /// Slabs never carved (class 0, holes among them) are free slabs; a
+    /// slab (or run) whose every block this step freed goes back whole
+    /// (`settle`). Live blocks of an earlier incarnation are left to the
+    /// sweep, which visits only the slabs they are in.
+    ///
+    /// A crash at any point of a step leaves states FREE in this
+    /// incarnation, or as they were, or a slab given back (its header
+    /// zero): the next open, a later incarnation, finds each of them free
+    /// again.
+    pub fn prepass_step(&self) -> bool {
+        // Acquire: a thread that sees the pre-pass over sees what its last
+        // step did (the Release below).
+        if self.prepass_done.load(Ordering::Acquire) {
+            return false;
+        }
+        let mut pp = self.prepass.lock().unwrap_or_else(|e| e.into_inner());
+        let (s, end) = (pp.next, pp.end);
+        if s >= end {
+            return false;
+        }
+        let holes = self.holes_from(s, end);
+        pp.next = if holes > 0 {
+            // Never written, or given back: free slabs, read no further.
+            self.add_free_slabs(s, holes);
+            s + holes
+        } else {
+            match self.layout_of(s, end) {
+                SlabLayout::Free => {
+                    // Free, but holding disk (given back by an open that
+                    // ended before its trim, or a carve a crash cut short
+                    // before its class): trimmed later.
+                    self.add_free_slabs(s, 1);
+                    self.add_untrimmed(s, 1);
+                    s + 1
+                }
+                SlabLayout::Damaged { skip: Some(k) } => s + k,
+                // A run that does not fit: the rest is left alone (as the
+                // walk leaves a damaged index's words).
+                SlabLayout::Damaged { skip: None } => end,
+                SlabLayout::Blocks { blocks, size, step } => {
+                    if self.prepass_blocks(s, blocks, size, step) {
+                        pp.sweep.push(s);
+                    }
+                    s + step
+                }
+            }
+        };
+        if pp.next >= end {
+            // Release: see the Acquire above.
+            self.prepass_done.store(true, Ordering::Release);
+        }
+        true
+    }
+
+    /// The pre-pass's step over the `blocks` blocks of slab `s` (`size`
+    /// bytes apart, over `step` slabs): true if it holds live blocks of an
+    /// earlier incarnation (the sweep's).
+    fn prepass_blocks(&self, s: usize, blocks: usize, size: usize, step: usize) -> bool {
         let inc = self.current();
         let free = BlockState::new(inc, BlockState::FREE).bits();
+        let first = self.lo() + s * SLAB + SlabHeader::BYTES + BlockState::PREFIX;
+        let (mut won, mut freed, mut live) = (Vec::new(), 0, false);
+        for i in 0..blocks {
+            let p = first + i * size;
+            let st = self.state_of(p);
+            let cur = BlockState::from_bits(st.load(Ordering::Relaxed));
+            if cur.incarnation() >= inc {
+                continue; // this open's
+            }
+            match cur.state() {
+                BlockState::LIVE => live = true,
+                // Relaxed: the state word alone decides who frees it.
+                BlockState::FREE | BlockState::RETIRED
+                    if st
+                        .compare_exchange(cur.bits(), free, Ordering::Relaxed, Ordering::Relaxed)
+                        .is_ok() =>
+                {
+                    freed += usize::from(cur.state() == BlockState::RETIRED);
+                    won.push(p);
+                }
+                _ => {} // a damaged state word: the block is left out
+            }
+        }
+        if !won.is_empty() {
+            super::crash::at(super::crash::CrashPoint::HeapReclaiming);
+        }
+        self.settle(s, step, blocks, won);
+        self.reclaimed.fetch_add(freed, Ordering::Relaxed); // a count
+        live
+    }
+
+    /// Slabs from `s` (below `end`) that are holes in the file (never
+    /// written, or given back): free slabs whose headers need no reading.
+    /// 0 where the file system cannot say (then the headers are read).
+    fn holes_from(&self, s: usize, end: usize) -> usize {
+        if self.no_punch.load(Ordering::Relaxed) {
+            return 0; // a hint: holes are not made here, nor looked for
+        }
+        let Some(f) = self.file() else { return 0 };
+        #[cfg(target_os = "linux")]
+        {
+            // SAFETY: our own descriptor; SEEK_DATA only moves its offset,
+            // which nothing of the heap uses (it is mapped, and synced).
+            let d = unsafe { libc::lseek(f.as_raw_fd(), (s * SLAB) as libc::off_t, libc::SEEK_DATA) };
+            if d >= 0 {
+                return (d as usize / SLAB).min(end) - s;
+            }
+            if std::io::Error::last_os_error().raw_os_error() == Some(libc::ENXIO) {
+                return end - s; // no data up to the file's end
+            }
+        }
+        let _ = f;
+        0
+    }
+
+    /// Blocks `won` of the slab (or run of `step` slabs) at `s`, which has
+    /// `blocks`: this thread set each FREE in this incarnation with a CAS
+    /// and put none on a list. If that is every block, the slab is
+    /// nobody's but this thread's: it goes back whole (`give_slabs`), so
+    /// a slab changes class once emptied; otherwise the blocks go on free
+    /// lists.
+    fn settle(&self, s: usize, step: usize, blocks: usize, won: Vec<usize>) {
+        if won.len() == blocks {
+            self.give_slabs(s, step);
+        } else if !won.is_empty() {
+            self.push_free(&won);
+        }
+    }
+
+    /// Give slabs `s..s + n` — a slab or a run, every block free and this
+    /// thread's alone — back as free slabs: each slab's header is zeroed
+    /// (class 0: a free slab; carving writes every block's state before
+    /// the class, so no other byte needs clearing), a run's later slabs
+    /// first (their headers were payload) and its first slab, whose header
+    /// says what they are, last: a crash in between leaves the run whole
+    /// and free, for the next open. Only then are they handed out; their
+    /// disk is given back later, if they are still free then (`trim`).
+    fn give_slabs(&self, s: usize, n: usize) {
+        let zero = |i: usize| {
+            let h = self.slab(i);
+            // Relaxed: the slab is this thread's alone until the free set
+            // (a mutex) hands it out.
+            h.class.store(0, Ordering::Relaxed);
+            h.slabs.store(0, Ordering::Relaxed);
+        };
+        (s + 1..s + n).for_each(zero);
+        super::crash::at(super::crash::CrashPoint::HeapGivingBack);
+        zero(s);
+        self.add_free_slabs(s, n);
+        self.add_untrimmed(s, n);
+    }
+
+    /// Note slabs `s..s + n`, free, as holding disk to give back.
+    fn add_untrimmed(&self, s: usize, n: usize) {
+        if !self.no_punch.load(Ordering::Relaxed) {
+            // (a hint: see `punch`)
+            add_run(&mut self.untrimmed.lock().unwrap_or_else(|e| e.into_inner()), s, n);
+        }
+    }
+
+    /// Give the disk of the free slabs given back in this open to the file
+    /// system: each run still free is taken off the free set (so no one
+    /// carves it meanwhile), a hole is punched over it (it reads as zeros:
+    /// still free slabs), and it goes back. A punch costs about as much
+    /// for one slab as for many (a file system's transaction, the
+    /// mapping's TLB shootdown), so this runs in the background, after the
+    /// pre-pass and the sweep, and at a close, not on the allocation path;
+    /// a crash before it leaves free slabs holding disk, which the next
+    /// open's pre-pass finds (class 0, not holes) and trims.
+    /// `stop`: asked before each run (true: the rest is left).
+    pub fn trim(&self, stop: &dyn Fn() -> bool) {
+        loop {
+            if stop() {
+                return;
+            }
+            let Some((s, n)) = self.untrimmed.lock().unwrap_or_else(|e| e.into_inner()).pop_first() else {
+                return;
+            };
+            let pieces = take_runs(&mut self.free_slabs.lock().unwrap_or_else(|e| e.into_inner()), s, n);
+            if !pieces.is_empty() {
+                super::crash::at(super::crash::CrashPoint::HeapTrimming);
+            }
+            for &(a, k) in &pieces {
+                self.punch(a, k); // if it fails, they stay free slabs with their disk
+            }
+            let mut f = self.free_slabs.lock().unwrap_or_else(|e| e.into_inner());
+            for (a, k) in pieces {
+                add_run(&mut f, a, k);
+            }
+        }
+    }
+
+    /// Punch a hole over slabs `s..s + n` of the heap file, keeping its
+    /// size; false if that failed (a file system without it: not tried
+    /// again in this open).
+    fn punch(&self, s: usize, n: usize) -> bool {
+        if self.no_punch.load(Ordering::Relaxed) {
+            return false; // a hint: trying again is harmless
+        }
+        let Some(f) = self.file() else { return false };
+        #[cfg(target_os = "linux")]
+        loop {
+            let mode = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
+            let (at, len) = ((s * SLAB) as libc::off_t, (n * SLAB) as libc::off_t);
+            // SAFETY: our own descriptor, a range inside the file (its size
+            // kept, so the mapping stays whole) of free slabs no thread
+            // reads or writes (see `trim`); the mapping reads zeros there.
+            if unsafe { libc::fallocate(f.as_raw_fd(), mode, at, len) } == 0 {
+                return true;
+            }
+            match std::io::Error::last_os_error().raw_os_error() {
+                Some(libc::EINTR) => continue,
+                Some(libc::EOPNOTSUPP | libc::ENOSYS) => break,
+                _ => return false,
+            }
+        }
+        let _ = f;
+        self.no_punch.store(true, Ordering::Relaxed); // see above
+        false
+    }
+
+    /// Reclamation's sweep, after the pre-pass, after every block the index
+    /// reaches is marked and every thread pinned during the walk has
+    /// unpinned: free every block of an earlier incarnation left in the
+    /// slabs the pre-pass found live blocks in (nothing reaches it: a live
+    /// block the walk did not mark was allocated but never linked, or
+    /// replaced, before a crash). Free slabs and blocks already free or
+    /// retired were the pre-pass's.
+    pub fn sweep(&self, stop: &AtomicBool) {
+        let inc = self.current();
+        let free = BlockState::new(inc, BlockState::FREE).bits();
+        let (slabs, end) = {
+            let mut pp = self.prepass.lock().unwrap_or_else(|e| e.into_inner());
+            if pp.next < pp.end {
+                return; // not after the pre-pass (stopped): nothing to do
+            }
+            (std::mem::take(&mut pp.sweep), pp.end)
+        };
         let mut freed = 0;
-        let mut s = 1;
-        while s < slabs_at_open {
+        for s in slabs {
             if !self.open.load(Ordering::Acquire) || stop.load(Ordering::Relaxed) {
                 return; // closing: the next open's reclamation does it all
             }
-            let h = self.slab(s);
-            let class = h.class.load(Ordering::Relaxed);
-            let (blocks, size, step) = match class {
-                0 => {
-                    self.free_slabs.lock().unwrap_or_else(|e| e.into_inner()).push(s);
-                    s += 1;
-                    continue;
-                }
-                SlabHeader::LARGE => {
-                    let n = (h.slabs.load(Ordering::Relaxed) as usize).max(1);
-                    if s + n > slabs_at_open {
-                        break; // a damaged header: leave the rest
-                    }
-                    (1, 0, n)
-                }
-                c if (c as usize) <= CLASSES => {
-                    let size = CLASS_BYTES[c as usize - 1];
-                    ((SLAB - SlabHeader::BYTES) / size, size, 1)
-                }
-                _ => {
-                    s += 1; // a damaged header: leave the slab
-                    continue;
-                }
+            // A slab with a live block is not given back or carved by
+            // anyone but this sweep: its layout is the pre-pass's.
+            let SlabLayout::Blocks { blocks, size, step } = self.layout_of(s, end) else {
+                continue;
             };
-            let first = self.lo() + s * SLAB + SlabHeader::BYTES + BlockState::BYTES;
+            let first = self.lo() + s * SLAB + SlabHeader::BYTES + BlockState::PREFIX;
+            let mut won = Vec::new();
             for i in 0..blocks {
                 let p = first + i * size;
                 let st = self.state_of(p);
@@ -817,22 +1349,21 @@ impl Heap {
                 if cur.incarnation() >= inc {
                     continue; // this open's: marked, or on a list already
                 }
+                // Relaxed: the state word alone decides who frees the block.
                 if st.compare_exchange(cur.bits(), free, Ordering::Relaxed, Ordering::Relaxed).is_ok() {
                     if cur.state() != BlockState::FREE {
                         freed += 1;
                     }
-                    self.push_free(p);
+                    won.push(p);
                 }
             }
-            s += step;
+            if !won.is_empty() {
+                super::crash::at(super::crash::CrashPoint::HeapReclaiming);
+            }
+            self.settle(s, step, blocks, won);
         }
-        self.reclaimed.store(freed, Ordering::Relaxed);
+        self.reclaimed.fetch_add(freed, Ordering::Relaxed); // a count
         self.reclaim_done.store(true, Ordering::Release);
-    }
-
-    /// Slabs handed out so far (the bump pointer).
-    pub fn slabs_used(&self) -> usize {
-        self.header().next_slab.load(Ordering::Relaxed) as usize
     }
 
     /// What reclamation has done in this incarnation.
@@ -840,6 +1371,7 @@ impl Heap {
         HeapReclaim {
             blocks_freed: self.reclaimed.load(Ordering::Relaxed),
             done: self.reclaim_done.load(Ordering::Acquire),
+            damaged: self.damaged.load(Ordering::Relaxed),
         }
     }
 }
@@ -852,7 +1384,18 @@ mod tests {
     fn layouts_have_their_sizes() {
         assert_eq!(size_of::<SlabHeader>(), SlabHeader::BYTES);
         assert!(size_of::<HeapHeader>() <= PAGE);
-        assert_eq!(core::mem::offset_of!(HeapHeader, base), 24);
+        assert_eq!(core::mem::offset_of!(HeapHeader, base), 40);
+        assert_eq!(HeapHeader::CRC_BYTES, 32);
+    }
+
+    #[test]
+    fn seals_round_trip() {
+        for (kw, crc) in [(0u64, 0u32), (1, u32::MAX), (u64::MAX, 7), (0xdead_beef_0000_0001, 0x1234_5678)] {
+            let s = Seal::from_bits(Seal::new(kw, crc).bits());
+            assert!(s.is_for(kw) && !s.is_for(kw ^ 1) && !s.is_for(kw ^ 1 << 40));
+            assert_eq!(s.checksum(), crc);
+        }
+        assert_eq!(BlockState::PREFIX, 16);
     }
 
     #[test]
@@ -867,14 +1410,29 @@ mod tests {
     }
 
     #[test]
+    fn free_runs_merge_and_split() {
+        let mut runs = BTreeMap::new();
+        for (s, n) in [(10, 2), (14, 1), (12, 2), (20, 3), (9, 1)] {
+            add_run(&mut runs, s, n);
+        }
+        assert_eq!(runs.iter().map(|(&a, &l)| (a, l)).collect::<Vec<_>>(), [(9, 6), (20, 3)]);
+        // Taken: the part of the range the runs hold, split off them.
+        assert_eq!(take_runs(&mut runs, 11, 11), [(11, 4), (20, 2)]);
+        assert_eq!(runs.iter().map(|(&a, &l)| (a, l)).collect::<Vec<_>>(), [(9, 2), (22, 1)]);
+        assert_eq!(take_runs(&mut runs, 0, 9), []);
+        assert_eq!(take_runs(&mut runs, 0, 100), [(9, 2), (22, 1)]);
+        assert!(runs.is_empty());
+    }
+
+    #[test]
     fn classes_grow_and_fit_payloads() {
         assert!(CLASS_BYTES.windows(2).all(|w| w[0] < w[1] && w[1] % 16 == 0));
         assert_eq!(class_of(0), Some(0));
-        assert_eq!(class_of(24), Some(0));
-        assert_eq!(class_of(25), Some(1));
-        assert_eq!(class_of(16384 - 8), Some(CLASSES - 1));
-        assert_eq!(class_of(16384 - 7), None);
-        assert_eq!(run_slabs(SLAB - 24), Some(1));
-        assert_eq!(run_slabs(SLAB - 23), Some(2));
+        assert_eq!(class_of(16), Some(0));
+        assert_eq!(class_of(17), Some(1));
+        assert_eq!(class_of(16384 - 16), Some(CLASSES - 1));
+        assert_eq!(class_of(16384 - 15), None);
+        assert_eq!(run_slabs(SLAB - 32), Some(1));
+        assert_eq!(run_slabs(SLAB - 31), Some(2));
     }
 }

@@ -2,7 +2,7 @@
 //! index, checked when reopened, deleted once its index is replaced.
 
 use super::files::{self, Mapping};
-use super::layout::{IndexHeader, ENDIAN_CHECK, INDEX_MAGIC, LAYOUT_VERSION, PAGE};
+use super::layout::{IndexHeader, Stamp, ENDIAN_CHECK, INDEX_MAGIC, LAYOUT_VERSION, PAGE};
 use crate::error::Error;
 use crate::sync::unmodelled::AtomicBool;
 use crate::sync::Ordering;
@@ -10,18 +10,40 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, Weak};
 
+/// The error of an index file a crash left half made (deleted by the open
+/// when it is not the current index's).
+pub const NEVER_COMPLETED: &str = "an index file was never completed";
+/// The error of an index file shorter than its header: truncated, or made
+/// by a resize that a crash stopped before it was sized (a next index's
+/// file is then deleted by the open, as one never completed).
+pub const TRUNCATED_HEADER: &str = "an index file is shorter than its header (truncated)";
+
 /// A persistent map's directory and the files of it that are open, for
 /// syncing them all (`fdatasync`, which on Linux also writes the pages
 /// dirtied through the shared mappings).
 pub struct FileSet {
     dir: PathBuf,
     open: Mutex<Vec<Weak<File>>>,
+    /// The map's identity and stamp, which every file must name (set once
+    /// the map file is checked, and as the stamp advances).
+    stamp: Mutex<Stamp>,
 }
 
 impl FileSet {
     /// The files of `dir`.
     pub fn new(dir: &Path) -> Arc<FileSet> {
-        Arc::new(FileSet { dir: dir.to_path_buf(), open: Mutex::new(Vec::new()) })
+        Arc::new(FileSet { dir: dir.to_path_buf(), open: Mutex::new(Vec::new()), stamp: Mutex::default() })
+    }
+
+    /// The map's identity and stamp, as its map file gives them.
+    pub fn stamp(&self) -> Stamp {
+        *self.stamp.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Note the map file's identity and stamp (at open, and as the stamp
+    /// advances).
+    pub fn set_stamp(&self, s: Stamp) {
+        *self.stamp.lock().unwrap_or_else(|e| e.into_inner()) = s;
     }
 
     /// The directory.
@@ -109,6 +131,12 @@ impl IndexFile {
         h.generation = generation;
         h.bins = bins as u64;
         h.links = links as u64;
+        let stamp = set.stamp();
+        h.map_id = stamp.map_id;
+        h.header_crc = h.crc();
+        // Relaxed: published by the Release below. A file made while the
+        // stamp advances takes the new one (both are accepted until then).
+        h.stamp.store(stamp.stamping, Ordering::Relaxed);
         // Release: a header read after the flag (by a reopen, in another
         // process: the page cache orders nothing, but a crash stops every
         // store after this one) has every field above.
@@ -126,15 +154,15 @@ impl IndexFile {
         let path = set.dir().join(files::index_file_name(generation));
         let (file, len) = files::open_rw(&path, "opening an index file")?;
         if len < PAGE as u64 {
-            return Err(Error::Corrupt { what: "an index file is shorter than its header (truncated)" });
+            return Err(Error::Corrupt { what: TRUNCATED_HEADER });
         }
         let file = Arc::new(file);
         let header = Mapping::new(&file, 0, PAGE)?;
         let f = IndexFile::of(header, &file, set, generation);
         if f.header().complete.load(Ordering::Acquire) != 1 {
-            return Err(Error::Corrupt { what: "an index file was never completed" });
+            return Err(Error::Corrupt { what: NEVER_COMPLETED });
         }
-        let (bins, links) = f.header().check(generation, len, bin_range)?;
+        let (bins, links) = f.header().check(generation, &set.stamp(), len, bin_range)?;
         set.register(&file);
         Ok((f, file, bins, links))
     }

@@ -30,8 +30,9 @@ pub const MAP_MAGIC: [u8; 8] = *b"DLHT-MAP";
 /// First bytes of an index file.
 pub const INDEX_MAGIC: [u8; 8] = *b"DLHT-IDX";
 /// Version of these layouts and of the protocols' states in them; a file of
-/// another version is refused ([`Error::Incompatible`]).
-pub const LAYOUT_VERSION: u32 = 1;
+/// another version is refused ([`Error::Incompatible`]). Version 2: every
+/// file names its map and the map's stamp, headers are checksummed.
+pub const LAYOUT_VERSION: u32 = 2;
 /// Written as a native integer; reads back otherwise on another byte order.
 pub const ENDIAN_CHECK: u32 = 0x0102_0304;
 
@@ -115,6 +116,14 @@ pub struct MapHeader {
     /// made: a build whose hash function differs is refused rather than
     /// looking every key up in the wrong bin.
     pub hash_check: [u64; 4],
+    /// The map's identity, drawn when it was made: every other file of the
+    /// map names it, so a file of another map is refused.
+    pub map_id: u64,
+    /// CRC-32C of the header's bytes before this field (all of them set
+    /// once, when the file is made): [`MapHeader::crc`].
+    pub header_crc: u32,
+    /// Reserved, zero.
+    pub _pad2: u32,
     /// Generation of the current index (its file is `index.<G>.dlht`).
     pub generation: AtomicU64,
     /// [`CLEAN`] after a close that finished every operation, [`OPEN`]
@@ -124,7 +133,87 @@ pub struct MapHeader {
     pub opens: AtomicU64,
     /// See `opens`.
     pub recoveries: AtomicU64,
+    /// The map's stamp: advanced at every open and clean close, and
+    /// written into every other file of the map first, so a file copied
+    /// from an older state of the map is refused ([`Stamp`]).
+    pub stamp: AtomicU64,
+    /// The stamp being written: `stamp + 1` from before the first file is
+    /// stamped until `stamp` is advanced, `stamp` otherwise.
+    pub stamping: AtomicU64,
 }
+
+/// CRC-32C of the first `bytes` bytes of `value` (a file header's fields
+/// written once, when the file is made).
+pub fn crc_of<T>(value: &T, bytes: usize) -> u32 {
+    assert!(bytes <= size_of::<T>(), "dlht invariant: a header's checked part lies inside it");
+    // SAFETY: `bytes` bytes of a live value, read as bytes; headers are
+    // `repr(C)` integers and atomics read before any thread changes them
+    // (the atomics after `bytes` are not read).
+    crc32c::crc32c(unsafe { core::slice::from_raw_parts(value as *const T as *const u8, bytes) })
+}
+
+/// A map's identity and stamp as its map file gives them, which every
+/// other file of the map must match (see [`MapHeader::stamp`]).
+///
+/// Advancing the stamp from `s` to `s + 1`: `stamping = s + 1`, then every
+/// other file's stamp `= s + 1`, then `stamp = s + 1`. A crash between
+/// leaves files of either stamp, all accepted while `stamping` says a
+/// stamp was being written; otherwise only files of `stamp` are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Stamp {
+    /// [`MapHeader::map_id`].
+    pub map_id: u64,
+    /// [`MapHeader::stamp`].
+    pub stamp: u64,
+    /// [`MapHeader::stamping`].
+    pub stamping: u64,
+}
+
+impl Stamp {
+    /// Check a file's identity and stamp (`what` names the file in the
+    /// errors).
+    pub fn check(&self, map_id: u64, stamp: u64, what: FileWhat) -> Result<(), Error> {
+        // Planted bug (scripts/planted-bugs.sh): accept any file.
+        if cfg!(dlht_plant = "stamp_unchecked") {
+            return Ok(());
+        }
+        if map_id != self.map_id {
+            return Err(Error::Incompatible { what: what.foreign });
+        }
+        let mid_advance = self.stamping == self.stamp.wrapping_add(1) && stamp == self.stamping;
+        if stamp != self.stamp && !mid_advance {
+            return Err(Error::Corrupt { what: what.stale });
+        }
+        Ok(())
+    }
+}
+
+/// The errors naming one kind of file, for [`Stamp::check`].
+#[derive(Clone, Copy, Debug)]
+pub struct FileWhat {
+    /// A file of another map.
+    pub foreign: &'static str,
+    /// A file from another state of this map (a copy restored from a backup).
+    pub stale: &'static str,
+}
+
+/// `Stamp::check`'s words for an index file.
+pub const INDEX_FILE: FileWhat = FileWhat {
+    foreign: "an index file belongs to another map (its map id differs from map.dlht's)",
+    stale: "an index file is from another state of this map (its stamp differs from map.dlht's: a copy restored from a backup?)",
+};
+
+/// `Stamp::check`'s words for the heap file.
+pub const HEAP_FILE: FileWhat = FileWhat {
+    foreign: "the heap file heap.dlht belongs to another map (its map id differs from map.dlht's)",
+    stale: "the heap file heap.dlht is from another state of this map (its stamp differs from map.dlht's: a copy restored from a backup?)",
+};
+
+/// `Stamp::check`'s words for a snapshot log.
+pub const SNAPSHOT_FILE: FileWhat = FileWhat {
+    foreign: "the snapshot log snapshot.dlht belongs to another map",
+    stale: "the snapshot log snapshot.dlht is from another state of this map",
+};
 
 /// `MapHeader::state` of a map closed cleanly.
 pub const CLEAN: u64 = 0x434c_4541_4e00_0001;
@@ -135,6 +224,25 @@ pub const OPEN: u64 = 0x4f50_454e_0000_0001;
 pub const HASH_CHECK_WORDS: [u64; 4] = [0, 1, 0x9e37_79b9_7f4a_7c15, u64::MAX];
 
 impl MapHeader {
+    /// Bytes of the header [`header_crc`](Self::header_crc) covers.
+    pub const CRC_BYTES: usize = core::mem::offset_of!(MapHeader, header_crc);
+
+    /// The checksum of the header's fixed fields, as stored.
+    pub fn crc(&self) -> u32 {
+        crc_of(self, Self::CRC_BYTES)
+    }
+
+    /// The map's identity and stamp.
+    pub fn stamp(&self) -> Stamp {
+        // Relaxed: read at open, before any thread of this process runs in
+        // the map.
+        Stamp {
+            map_id: self.map_id,
+            stamp: self.stamp.load(Ordering::Relaxed),
+            stamping: self.stamping.load(Ordering::Relaxed),
+        }
+    }
+
     /// Check a header read from a file, for a map of `kind` with these key
     /// and value sizes. The hash check is the caller's (it needs the
     /// hasher).
@@ -150,6 +258,9 @@ impl MapHeader {
         if self.layout_version != LAYOUT_VERSION {
             return Err(Error::Incompatible { what: "the map file has another layout version" });
         }
+        if self.header_crc != self.crc() {
+            return Err(Error::Corrupt { what: "the map file's header is damaged (its checksum differs)" });
+        }
         if self.kind != kind as u32 {
             return Err(Error::Incompatible { what: "the map file holds another kind of map" });
         }
@@ -163,6 +274,10 @@ impl MapHeader {
         let g = self.generation.load(Ordering::Relaxed);
         if g == 0 || g >= GENERATION_LIMIT {
             return Err(Error::Corrupt { what: "the map file names no valid index generation" });
+        }
+        let s = self.stamp();
+        if s.stamping != s.stamp && s.stamping != s.stamp.wrapping_add(1) {
+            return Err(Error::Corrupt { what: "the map file's stamps are damaged" });
         }
         Ok(())
     }
@@ -189,6 +304,12 @@ pub struct IndexHeader {
     pub bins: u64,
     /// Link buckets reserved after the bins.
     pub links: u64,
+    /// The map's identity ([`MapHeader::map_id`]).
+    pub map_id: u64,
+    /// CRC-32C of the header's bytes before this field ([`IndexHeader::crc`]).
+    pub header_crc: u32,
+    /// Reserved, zero.
+    pub _pad: u32,
     /// Link buckets that may have been handed out: at least every link
     /// chained to a bin (raised before the chaining CAS), so a reopened
     /// index hands out only fresh ones.
@@ -202,9 +323,19 @@ pub struct IndexHeader {
     /// fallback (`Index::attach_fallback`): reopened, the fallback is this
     /// index's next again.
     pub fell_back: AtomicU64,
+    /// The map's stamp when this file was made or last stamped ([`Stamp`]).
+    pub stamp: AtomicU64,
 }
 
 impl IndexHeader {
+    /// Bytes of the header [`header_crc`](Self::header_crc) covers.
+    pub const CRC_BYTES: usize = core::mem::offset_of!(IndexHeader, header_crc);
+
+    /// The checksum of the header's fixed fields, as stored.
+    pub fn crc(&self) -> u32 {
+        crc_of(self, Self::CRC_BYTES)
+    }
+
     /// Bytes of a bucket (a bin's primary bucket or a link bucket).
     pub const BUCKET_BYTES: usize = 64;
 
@@ -224,11 +355,13 @@ impl IndexHeader {
     }
 
     /// Check a header read from a file of `file_bytes` bytes, expected to
-    /// be generation `generation`: its sizes, and that the file holds them.
-    /// `bin_range` is what an index may have (`raw::index`'s bounds).
+    /// be generation `generation` of the map `stamp` gives: its checksum,
+    /// map and stamp, its sizes, and that the file holds them. `bin_range`
+    /// is what an index may have (`raw::index`'s bounds).
     pub fn check(
         &self,
         generation: u64,
+        stamp: &Stamp,
         file_bytes: u64,
         bin_range: core::ops::RangeInclusive<usize>,
     ) -> Result<(usize, usize), Error> {
@@ -240,6 +373,10 @@ impl IndexHeader {
                 what: "an index file has another layout version or byte order",
             });
         }
+        if self.header_crc != self.crc() {
+            return Err(Error::Corrupt { what: "an index file's header is damaged (its checksum differs)" });
+        }
+        stamp.check(self.map_id, self.stamp.load(Ordering::Relaxed), INDEX_FILE)?;
         if self.generation != generation {
             return Err(Error::Corrupt { what: "an index file's generation differs from its name" });
         }
@@ -400,10 +537,28 @@ pub struct SnapshotHeader {
     pub generation: u64,
     /// Entries the log has room for.
     pub capacity: u64,
+    /// The map's identity ([`MapHeader::map_id`]).
+    pub map_id: u64,
+    /// The map's stamp when the log was made.
+    pub stamp: u64,
+    /// CRC-32C of the header's bytes before this field.
+    pub header_crc: u32,
+    /// Reserved, zero.
+    pub _pad: u32,
     /// Bins `0..frozen` may be frozen (raised before each bin's freeze).
     pub frozen: AtomicU64,
     /// Entries written (raised after an entry is whole, before its kill).
     pub entries: AtomicU64,
+}
+
+impl SnapshotHeader {
+    /// Bytes of the header `header_crc` covers.
+    pub const CRC_BYTES: usize = core::mem::offset_of!(SnapshotHeader, header_crc);
+
+    /// The checksum of the header's fixed fields, as stored.
+    pub fn crc(&self) -> u32 {
+        crc_of(self, Self::CRC_BYTES)
+    }
 }
 
 /// A pair a snapshot is killing: recovery writes it back if its slot holds

@@ -41,8 +41,9 @@ mod imp {
     use super::files::{self, DirLock, Mapping};
     use super::index_file::FileSet;
     use super::layout::{
-        MapHeader, MapKind, ShadowCell, ThreadCell, CLEAN, ENDIAN_CHECK, HASH_CHECK_WORDS, LAYOUT_VERSION,
-        MAP_FILE_BYTES, MAP_MAGIC, OPEN, PAGE, SHADOW_CELLS, SHADOW_CELLS_OFFSET, THREAD_CELLS,
+        IndexHeader, MapHeader, MapKind, ShadowCell, Stamp, ThreadCell, CLEAN, ENDIAN_CHECK,
+        HASH_CHECK_WORDS, LAYOUT_VERSION, MAP_FILE_BYTES, MAP_MAGIC, OPEN, PAGE, SHADOW_CELLS,
+        SHADOW_CELLS_OFFSET, THREAD_CELLS,
     };
     use crate::error::Error;
     use crate::raw::index::Index;
@@ -324,6 +325,13 @@ mod imp {
             };
             let h = mf.header();
             h.check(kind, key_bytes, value_bytes)?;
+            mf.dir.set_stamp(h.stamp());
+            if kind == MapKind::Bytes {
+                // Before the index is opened or recovered: a map whose heap
+                // is refused is left as it was.
+                super::heap::Heap::check_file(mf.dir.dir(), &h.stamp())?;
+            }
+            super::snapshot_log::check(&mf.dir)?;
             Ok(Opened { seed: h.seed, secrets: h.secrets, file: mf })
         }
 
@@ -344,10 +352,11 @@ mod imp {
             }
             files::remove(&dir.dir().join(super::heap::HEAP_FILE));
             let keys = super::hasher::fresh_keys();
+            let map_id = super::hasher::fresh_keys().0;
+            // Every file made from here names the map (stamp 0).
+            dir.set_stamp(Stamp { map_id, stamp: 0, stamping: 0 });
             if kind == MapKind::Bytes {
-                // Named by the map's seed: a heap file from another
-                // directory is refused.
-                super::heap::Heap::create(dir.dir(), heap_bytes, keys.0)?;
+                super::heap::Heap::create(dir.dir(), heap_bytes, map_id)?;
             }
             let tmp = dir.dir().join("map.dlht.tmp");
             let file = files::create_zeroed(&tmp, MAP_FILE_BYTES)?;
@@ -367,6 +376,8 @@ mod imp {
                 let hasher = super::hasher::FileHasher::new(h.seed, h.secrets);
                 let hash = |w| core::hash::BuildHasher::hash_one(&hasher, w);
                 h.hash_check = HASH_CHECK_WORDS.map(hash);
+                h.map_id = map_id;
+                h.header_crc = h.crc();
                 let first = Index::create_in(dir, bins, Markers::for_hash(hash), 1)?;
                 first.sync()?;
                 h.generation.store(1, Ordering::Relaxed);
@@ -481,7 +492,12 @@ mod imp {
                 }
                 match Index::open_in(&this.dir, markers, gen) {
                     Ok(i) => Ok(Some(i)),
-                    Err(Error::Corrupt { .. }) => Ok(None),
+                    Err(Error::Corrupt { what })
+                        if what == super::index_file::NEVER_COMPLETED
+                            || what == super::index_file::TRUNCATED_HEADER =>
+                    {
+                        Ok(None)
+                    }
                     Err(e) => Err(e),
                 }
             };
@@ -529,6 +545,7 @@ mod imp {
             }
             let len =
                 this.cells().iter().fold(0u64, |s, c| s.wrapping_add(c.len_share.load(Ordering::Relaxed)));
+            this.advance_stamp()?;
             h.opens.fetch_add(1, Ordering::Relaxed);
             h.state.store(OPEN, Ordering::Relaxed);
             let r = &mut self.recovery;
@@ -540,6 +557,32 @@ mod imp {
             r.slots_freed = report.slots_freed;
             r.transfers_finished = report.transfers_finished;
             Ok(Indexes { current, next, fallback, len: (len as i64).max(0) as u64 })
+        }
+
+        /// Advance the map's stamp (at open and at a clean close): every
+        /// other file of the map takes the new one before the map file does
+        /// (see [`Stamp`]), so a copy of any of them from before is refused.
+        fn advance_stamp(&self) -> Result<(), Error> {
+            // Relaxed: no other thread of this process runs in the map (an
+            // open, or a close with no operation under way), the directory
+            // lock keeps other processes out, and a crash keeps stores in
+            // program order on the page cache.
+            let h = self.header();
+            let old = h.stamp();
+            let new = Stamp { stamping: old.stamp.wrapping_add(1), ..old };
+            h.stamping.store(new.stamping, Ordering::Relaxed);
+            self.dir.set_stamp(new);
+            for g in files::index_generations(self.dir.dir())? {
+                let path = self.dir.dir().join(files::index_file_name(g));
+                super::stamp_file(&path, core::mem::offset_of!(IndexHeader, stamp), new.stamping)?;
+            }
+            if MapKind::Bytes as u32 == h.kind {
+                let path = self.dir.dir().join(super::heap::HEAP_FILE);
+                super::stamp_file(&path, super::heap::HeapHeader::STAMP_OFFSET, new.stamping)?;
+            }
+            h.stamp.store(new.stamping, Ordering::Relaxed);
+            self.dir.set_stamp(Stamp { stamp: new.stamping, ..new });
+            Ok(())
         }
 
         /// Note the open finished (for [`Recovery::open_time`]).
@@ -594,6 +637,9 @@ mod imp {
             for c in self.cells() {
                 c.intent.store(0, Ordering::Relaxed);
             }
+            // A close that cannot stamp leaves the files as an open did:
+            // still this map's, and accepted.
+            let _ = self.advance_stamp();
             // Release: the cells' clearing first (a crash orders stores in
             // program order on the page cache anyway).
             self.header().state.store(CLEAN, Ordering::Release);
@@ -609,6 +655,23 @@ mod imp {
             Ok(())
         }
     }
+}
+
+/// Store `stamp` in the 8-byte field at `offset` of page 0 of the file at
+/// `path` (a file of the map, checked before).
+#[cfg(not(loom))]
+fn stamp_file(path: &std::path::Path, offset: usize, stamp: u64) -> Result<(), crate::error::Error> {
+    let (file, len) = files::open_rw(path, "opening a map file to stamp it")?;
+    if len < layout::PAGE as u64 {
+        return Ok(()); // a half-made index file, deleted by the next open
+    }
+    let m = files::Mapping::new(&file, 0, layout::PAGE)?;
+    // SAFETY: an 8-aligned offset inside page 0 of a live mapping, a u64
+    // field of the file's header (no other thread maps it now).
+    let field = unsafe { &*(m.ptr().add(offset) as *const crate::sync::unmodelled::AtomicU64) };
+    // Relaxed: see `advance_stamp`.
+    field.store(stamp, crate::sync::Ordering::Relaxed);
+    Ok(())
 }
 
 pub mod hasher;

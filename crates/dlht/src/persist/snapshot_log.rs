@@ -42,6 +42,10 @@ impl SnapshotLog {
         h.endian = ENDIAN_CHECK;
         h.generation = idx.generation;
         h.capacity = capacity as u64;
+        let stamp = set.stamp();
+        h.map_id = stamp.map_id;
+        h.stamp = stamp.stamp;
+        h.header_crc = h.crc();
         Ok(SnapshotLog { map, capacity, last: None, set: set.clone() })
     }
 
@@ -84,6 +88,31 @@ impl SnapshotLog {
     }
 }
 
+/// Check the snapshot log in the map's directory, if there is one, before
+/// anything is changed: a log of another map, of another state of this
+/// map, or with a damaged header is refused (recovery would write its
+/// pairs into the bins). A log whose header was never written (a crash
+/// while it was made) is left for recovery to delete.
+pub fn check(set: &FileSet) -> Result<(), Error> {
+    let path = set.dir().join(SNAPSHOT_FILE);
+    let Ok((file, len)) = files::open_rw(&path, "opening the snapshot log") else {
+        return Ok(()); // none (or unreadable: recovery skips it too)
+    };
+    if len < PAGE as u64 {
+        return Ok(());
+    }
+    let map = Mapping::new(&file, 0, PAGE)?;
+    // SAFETY: page 0 of the mapping; any bytes are a valid header.
+    let h = unsafe { &*(map.ptr() as *const SnapshotHeader) };
+    if h.magic == [0; 8] {
+        return Ok(());
+    }
+    if h.magic != SNAPSHOT_MAGIC || h.layout_version != LAYOUT_VERSION || h.header_crc != h.crc() {
+        return Err(Error::Corrupt { what: "the snapshot log snapshot.dlht is damaged (its header)" });
+    }
+    set.stamp().check(h.map_id, h.stamp, super::layout::SNAPSHOT_FILE)
+}
+
 /// Recovery: thaw what a snapshot that died with its process left frozen in
 /// `idx`, from its log in the map's directory, and delete the log. Returns
 /// the bins thawed. A log of another index (or unreadable) is deleted: its
@@ -100,6 +129,7 @@ pub fn recover(set: &FileSet, idx: &Index) -> usize {
         let map = Mapping::new(&file, 0, len as usize).ok()?;
         // SAFETY: page 0 of the mapping; any bytes are a valid header.
         let h = unsafe { &*(map.ptr() as *const SnapshotHeader) };
+        // (`check` refused a log of another map or state at the open.)
         if h.magic != SNAPSHOT_MAGIC || h.generation != idx.generation || h.layout_version != LAYOUT_VERSION {
             return None;
         }
