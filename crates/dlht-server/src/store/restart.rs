@@ -61,10 +61,11 @@ impl Meta {
             "{FORMAT}\nmap_id {:016x}\norigin {}\ncas_bound {}\noldest_live {}\noldest_cas {}\n",
             self.map_id, self.origin, self.cas_bound, self.oldest_live, self.oldest_cas
         );
-        // A last line that sums the rest: a file cut short or changed in a
-        // digit is refused instead of read as other times or cas bound.
-        let check = checksum(&body);
-        format!("{body}check {check:016x}\n")
+        // A last line, the CRC-32C of the rest (as the map's own headers
+        // carry): a file cut short or changed in a digit is refused instead
+        // of read as other times or cas bound. Against damage, not forgery.
+        let check = crc32c::crc32c(body.as_bytes());
+        format!("{body}check {check:08x}\n")
     }
 
     fn decode(s: &str) -> Result<Meta, Refused> {
@@ -79,7 +80,7 @@ impl Meta {
     fn decode_body(s: &str) -> Option<Meta> {
         let (body, check) = s.strip_suffix('\n')?.rsplit_once("\ncheck ")?;
         let body = &s[..body.len() + 1];
-        if u64::from_str_radix(check, 16).ok()? != checksum(body) {
+        if u32::from_str_radix(check, 16).ok()? != crc32c::crc32c(body.as_bytes()) {
             return None;
         }
         let mut lines = body.lines();
@@ -96,12 +97,6 @@ impl Meta {
         };
         lines.next().is_none().then_some(meta)
     }
-}
-
-/// FNV-1a over `s` (no cryptography needed: the check is against damage,
-/// not forgery).
-fn checksum(s: &str) -> u64 {
-    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
 }
 
 /// A store's restart state: its directory, the cas bound written, and what
