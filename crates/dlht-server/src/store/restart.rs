@@ -72,30 +72,27 @@ impl Meta {
         if s.lines().next() == Some("dlht-server 1") {
             return Err(Refused::Unnamed);
         }
-        Self::decode_body(s).ok_or(Refused::Damaged)
+        // Only the very text `encode` writes: each field once, in its
+        // place and plain form (no sign, no leading zeros, no CR), nothing
+        // after, and a check line that sums the rest.
+        Self::fields(s).filter(|meta| meta.encode() == s).ok_or(Refused::Damaged)
     }
 
-    /// The fields of a whole file of this format whose check line sums the
-    /// rest.
-    fn decode_body(s: &str) -> Option<Meta> {
-        let (body, check) = s.strip_suffix('\n')?.rsplit_once("\ncheck ")?;
-        let body = &s[..body.len() + 1];
-        if u32::from_str_radix(check, 16).ok()? != crc32c::crc32c(body.as_bytes()) {
-            return None;
-        }
-        let mut lines = body.lines();
+    /// The fields of `s`, read in `encode`'s order (what follows them is
+    /// left to `decode`).
+    fn fields(s: &str) -> Option<Meta> {
+        let mut lines = s.lines();
         if lines.next()? != FORMAT {
             return None;
         }
         let mut field = |name: &str| -> Option<&str> { lines.next()?.strip_prefix(name)?.strip_prefix(' ') };
-        let meta = Meta {
+        Some(Meta {
             map_id: u64::from_str_radix(field("map_id")?, 16).ok()?,
             origin: field("origin")?.parse().ok()?,
             cas_bound: field("cas_bound")?.parse().ok()?,
             oldest_live: field("oldest_live")?.parse().ok()?,
             oldest_cas: field("oldest_cas")?.parse().ok()?,
-        };
-        lines.next().is_none().then_some(meta)
+        })
     }
 }
 
@@ -278,6 +275,33 @@ mod tests {
         assert_eq!(Meta::decode(&format!("{text}more\n")), Err(Refused::Damaged));
         assert_eq!(Meta::decode("dlht-server 3\norigin 1\n"), Err(Refused::Damaged));
         assert_eq!(Meta::decode(""), Err(Refused::Damaged));
+    }
+
+    #[test]
+    fn odd_texts_are_refused_even_with_a_good_check() {
+        let sealed = |body: &str| format!("{body}check {:08x}\n", crc32c::crc32c(body.as_bytes()));
+        let good =
+            "dlht-server 2\nmap_id 0000000000000007\norigin 5\ncas_bound 9\noldest_live 0\noldest_cas 0\n";
+        assert_eq!(
+            Meta::decode(&sealed(good)),
+            Ok(Meta { map_id: 7, origin: 5, cas_bound: 9, ..Meta::default() })
+        );
+        for odd in [
+            // Lines in another order, one twice, one missing, one more.
+            good.replace("origin 5\ncas_bound 9\n", "cas_bound 9\norigin 5\n"),
+            good.replace("origin 5\n", "origin 5\norigin 5\n"),
+            good.replace("origin 5\n", ""),
+            format!("{good}oldest_cas 0\n"),
+            // Numbers in another form, or out of their range.
+            good.replace("origin 5", "origin +5"),
+            good.replace("cas_bound 9", "cas_bound 09"),
+            good.replace("map_id 0000000000000007", "map_id 7"),
+            good.replace("oldest_live 0", "oldest_live 4294967296"),
+            good.replace("cas_bound 9", "cas_bound 18446744073709551616"),
+            good.replace('\n', "\r\n"),
+        ] {
+            assert_eq!(Meta::decode(&sealed(&odd)), Err(Refused::Damaged), "{odd:?}");
+        }
     }
 
     #[test]
