@@ -17,7 +17,7 @@
 //! another map's files — is refused, as is a meta file from before the
 //! name was kept.
 
-use std::io;
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
@@ -28,6 +28,8 @@ pub const META_FILE: &str = "dlht-server.meta";
 /// How far the cas bound is raised at a time (one file write per this
 /// many cas uniques).
 pub const CAS_STEP: u64 = 1 << 20;
+/// More bytes than any meta file holds (about 170).
+const MAX_LEN: u64 = 1024;
 /// The format's first line. Format 1 did not name its map.
 const FORMAT: &str = "dlht-server 2";
 
@@ -115,22 +117,36 @@ impl Restart {
     /// cache), refusing a damaged one and one that does not name its map.
     pub fn read(dir: &Path) -> io::Result<Option<Meta>> {
         let path = dir.join(META_FILE);
-        let bytes = match std::fs::read(&path) {
-            Ok(bytes) => bytes,
+        let named = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", path.display()));
+        let refused =
+            |why: &str| io::Error::new(io::ErrorKind::InvalidData, format!("{}: {why}", path.display()));
+        // A plain file only, its name not followed: the server replaces the
+        // file (a rename), never writes through a link; and a FIFO or a
+        // device is never opened (the open may block, a read never end).
+        match std::fs::symlink_metadata(&path) {
+            Ok(m) if m.is_file() => {}
+            Ok(_) => {
+                return Err(refused(
+                    "not a regular file (a symlink, directory or device); the server writes this file itself",
+                ))
+            }
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(io::Error::new(e.kind(), format!("{}: {e}", path.display()))),
-        };
-        let refused = |why: String| {
-            Err(io::Error::new(io::ErrorKind::InvalidData, format!("{}: {why}", path.display())))
-        };
-        match std::str::from_utf8(&bytes).map_err(|_| Refused::Damaged).and_then(Meta::decode) {
+            Err(e) => return Err(named(e)),
+        }
+        // At most one byte more than a meta file may hold: a longer file is
+        // refused without being read whole.
+        let mut bytes = Vec::new();
+        std::fs::File::open(&path)
+            .and_then(|f| f.take(MAX_LEN + 1).read_to_end(&mut bytes))
+            .map_err(named)?;
+        let text = std::str::from_utf8(&bytes).ok().filter(|_| bytes.len() as u64 <= MAX_LEN);
+        match text.ok_or(Refused::Damaged).and_then(Meta::decode) {
             Ok(meta) => Ok(Some(meta)),
-            Err(Refused::Damaged) => refused("damaged (not a whole dlht-server meta file)".into()),
-            Err(Refused::Unnamed) => refused(
+            Err(Refused::Damaged) => Err(refused("damaged (not a whole dlht-server meta file)")),
+            Err(Refused::Unnamed) => Err(refused(
                 "written by an older dlht-server, which did not name the map it belongs to \
-                 (nor can this version open that server's map files); start on a new directory"
-                    .into(),
-            ),
+                 (nor can this version open that server's map files); start on a new directory",
+            )),
         }
     }
 
@@ -302,6 +318,57 @@ mod tests {
         ] {
             assert_eq!(Meta::decode(&sealed(&odd)), Err(Refused::Damaged), "{odd:?}");
         }
+    }
+
+    /// Each entry of `dir`: its name, kind and length.
+    fn listing(dir: &Path) -> Vec<(std::ffi::OsString, std::fs::FileType, u64)> {
+        let mut all: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| {
+                let e = e.unwrap();
+                let m = std::fs::symlink_metadata(e.path()).unwrap();
+                (e.file_name(), m.file_type(), m.len())
+            })
+            .collect();
+        all.sort_by(|a, b| a.0.cmp(&b.0));
+        all
+    }
+
+    #[test]
+    fn odd_meta_files_are_refused_by_name_and_left_as_they_are() {
+        let dir = std::env::temp_dir().join(format!("dlht-server-meta-odd-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let meta = dir.join(META_FILE);
+        let refused = |what: &str, why: &str| {
+            let before = listing(&dir);
+            for e in [
+                Restart::read(&dir).unwrap_err(),
+                Restart::check_before_open(&dir).unwrap_err(),
+                crate::store::Store::open(&dir, Default::default()).err().unwrap(),
+            ] {
+                let e = e.to_string();
+                assert!(e.contains(&meta.display().to_string()) && e.contains(why), "{what}: {e}");
+            }
+            assert_eq!(listing(&dir), before, "{what}: the directory changed");
+        };
+        // Huge (sparse): refused without reading gigabytes.
+        std::fs::File::create(&meta).unwrap().set_len(8 << 30).unwrap();
+        refused("8 GiB", "damaged");
+        std::fs::write(&meta, b"dlht-server 2\nmap_id \xff\xfe\n").unwrap();
+        refused("not UTF-8", "damaged");
+        std::fs::remove_file(&meta).unwrap();
+        std::fs::create_dir(&meta).unwrap();
+        refused("a directory", "not a regular file");
+        std::fs::remove_dir(&meta).unwrap();
+        #[cfg(unix)]
+        {
+            let target = dir.join("target");
+            std::fs::write(&target, Meta { map_id: 7, ..Meta::default() }.encode()).unwrap();
+            std::os::unix::fs::symlink(&target, &meta).unwrap();
+            refused("a symlink", "not a regular file");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
