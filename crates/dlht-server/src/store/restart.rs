@@ -17,7 +17,7 @@
 //! another map's files — is refused, as is a meta file from before the
 //! name was kept.
 
-use std::io::{self, Read};
+use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
@@ -25,6 +25,8 @@ use std::time::Duration;
 
 /// The metadata file in the map's directory.
 pub const META_FILE: &str = "dlht-server.meta";
+/// Where the metadata file is written before it is renamed over it.
+const TMP_FILE: &str = "dlht-server.meta.tmp";
 /// How far the cas bound is raised at a time (one file write per this
 /// many cas uniques).
 pub const CAS_STEP: u64 = 1 << 20;
@@ -98,6 +100,11 @@ impl Meta {
     }
 }
 
+/// `e`, naming the file or directory it is about.
+fn about(path: &Path) -> impl Fn(io::Error) -> io::Error + '_ {
+    move |e| io::Error::new(e.kind(), format!("{}: {e}", path.display()))
+}
+
 /// A store's restart state: its directory, the cas bound written, and what
 /// the open recovered.
 pub struct Restart {
@@ -117,7 +124,6 @@ impl Restart {
     /// cache), refusing a damaged one and one that does not name its map.
     pub fn read(dir: &Path) -> io::Result<Option<Meta>> {
         let path = dir.join(META_FILE);
-        let named = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", path.display()));
         let refused =
             |why: &str| io::Error::new(io::ErrorKind::InvalidData, format!("{}: {why}", path.display()));
         // A plain file only, its name not followed: the server replaces the
@@ -131,14 +137,14 @@ impl Restart {
                 ))
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(named(e)),
+            Err(e) => return Err(about(&path)(e)),
         }
         // At most one byte more than a meta file may hold: a longer file is
         // refused without being read whole.
         let mut bytes = Vec::new();
         std::fs::File::open(&path)
             .and_then(|f| f.take(MAX_LEN + 1).read_to_end(&mut bytes))
-            .map_err(named)?;
+            .map_err(about(&path))?;
         let text = std::str::from_utf8(&bytes).ok().filter(|_| bytes.len() as u64 <= MAX_LEN);
         match text.ok_or(Refused::Damaged).and_then(Meta::decode) {
             Ok(meta) => Ok(Some(meta)),
@@ -157,11 +163,9 @@ impl Restart {
     /// which the meta file does not name.
     pub fn check_before_open(dir: &Path) -> io::Result<()> {
         let Some(meta) = Self::read(dir)? else { return Ok(()) };
-        let tmp = dir.join(META_FILE).with_extension("meta.tmp");
-        let listing = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", dir.display()));
-        for entry in std::fs::read_dir(dir).map_err(listing)? {
-            let path = entry.map_err(listing)?.path();
-            if path.file_name() != Some(META_FILE.as_ref()) && path != tmp {
+        for entry in std::fs::read_dir(dir).map_err(about(dir))? {
+            let name = entry.map_err(about(dir))?.file_name();
+            if name != META_FILE && name != TMP_FILE {
                 return Ok(());
             }
         }
@@ -214,10 +218,22 @@ impl Restart {
         Ok(r)
     }
 
+    /// Replace the file with `meta`: written whole to [`TMP_FILE`], made
+    /// anew (a link left there is not written through), then renamed over
+    /// it. An error names the file it is about.
     fn write(&self, meta: &Meta) -> io::Result<()> {
-        let tmp = self.path.with_extension("meta.tmp");
-        std::fs::write(&tmp, meta.encode())?;
-        std::fs::rename(&tmp, &self.path)
+        let tmp = self.path.with_file_name(TMP_FILE);
+        match std::fs::remove_file(&tmp) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(about(&tmp)(e)),
+            _ => {}
+        }
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+            .and_then(|mut f| f.write_all(meta.encode().as_bytes()))
+            .map_err(about(&tmp))?;
+        std::fs::rename(&tmp, &self.path).map_err(about(&self.path))
     }
 
     /// Make sure the file's bound covers cas unique `cas` before it is
@@ -261,7 +277,7 @@ impl Restart {
         static REPORTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
         if let Err(e) = r {
             if !REPORTED.swap(true, Relaxed) {
-                eprintln!("dlht-server: cannot write {}: {e}", self.path.display());
+                eprintln!("dlht-server: cannot write the meta file: {e}");
             }
         }
     }
@@ -395,6 +411,31 @@ mod tests {
         Restart::check_map(&dir, &m, 7).unwrap();
         let e = Restart::check_map(&dir, &m, 8).unwrap_err();
         assert!(e.to_string().contains(META_FILE) && e.to_string().contains("another map"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn writes_go_through_no_link_and_name_the_file_they_failed_on() {
+        let dir = std::env::temp_dir().join(format!("dlht-server-meta-write-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        #[cfg(unix)]
+        {
+            // A link left where the file is written first: replaced, not
+            // written through.
+            let target = dir.join("target");
+            std::fs::write(&target, "kept").unwrap();
+            std::os::unix::fs::symlink(&target, dir.join(TMP_FILE)).unwrap();
+        }
+        let r = Restart::start(&dir, Meta { map_id: 1, ..Meta::default() }, 0, Duration::ZERO).unwrap();
+        #[cfg(unix)]
+        assert_eq!(std::fs::read_to_string(dir.join("target")).unwrap(), "kept");
+        assert_eq!(Restart::read(&dir).unwrap().unwrap().map_id, 1);
+        // A directory in the file's place: the rename fails, naming it.
+        std::fs::remove_file(dir.join(META_FILE)).unwrap();
+        std::fs::create_dir(dir.join(META_FILE)).unwrap();
+        let e = r.cover_cas(1).unwrap_err().to_string();
+        assert!(e.contains(&dir.join(META_FILE).display().to_string()), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
