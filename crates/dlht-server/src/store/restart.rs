@@ -239,6 +239,9 @@ impl Restart {
     /// Make sure the file's bound covers cas unique `cas` before it is
     /// handed out.
     pub fn cover_cas(&self, cas: u64) -> io::Result<()> {
+        // Relaxed: a bound read here was stored only after the file held
+        // it (below, on the thread that wrote the file); an older one read
+        // costs only the lock.
         if cas <= self.cas_bound.load(Relaxed) {
             return Ok(());
         }
@@ -276,6 +279,7 @@ impl Restart {
     pub fn report(&self, r: io::Result<()>) {
         static REPORTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
         if let Err(e) = r {
+            // Relaxed: a lone flag; nothing is published with it.
             if !REPORTED.swap(true, Relaxed) {
                 eprintln!("dlht-server: cannot write the meta file: {e}");
             }
