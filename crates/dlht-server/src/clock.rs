@@ -46,7 +46,8 @@ impl Clock {
     }
 
     /// A clock following the system time whose 0 is the unix time
-    /// `process_started` (a restarted cache's, kept from its first run).
+    /// `process_started` (a restarted cache's, kept from its first run;
+    /// any value, read from a file: the clock saturates, never overflows).
     pub fn system_since(process_started: i64) -> Self {
         Clock { process_started, source: Source::System }
     }
@@ -61,7 +62,11 @@ impl Clock {
     /// The server clock now (seconds).
     pub fn now(&self) -> u32 {
         match &self.source {
-            Source::System => u32::try_from((unix_now() - self.process_started).max(0)).unwrap_or(u32::MAX),
+            // Saturating: `process_started` may come from a restarted
+            // cache's meta file, any i64 (see `system_since`).
+            Source::System => {
+                u32::try_from(unix_now().saturating_sub(self.process_started).max(0)).unwrap_or(u32::MAX)
+            }
             // Relaxed: a test's clock, one number read on its own.
             Source::Manual(now) => now.load(Ordering::Relaxed),
         }
@@ -88,7 +93,7 @@ impl Clock {
 
     /// The unix time now, by this clock (`stats`' `time`).
     pub fn unix_time(&self) -> i64 {
-        self.process_started + i64::from(self.now())
+        self.process_started.saturating_add(i64::from(self.now()))
     }
 
     /// memcached's `realtime` with `EXPTIME_TO_POSITIVE_TIME` applied first:
@@ -103,8 +108,9 @@ impl Clock {
             if exptime <= self.process_started {
                 1
             } else {
-                // memcached truncates to rel_time_t (32 bits).
-                (exptime - self.process_started) as u32
+                // memcached truncates to rel_time_t (32 bits); wrapping,
+                // the same bits, for a `process_started` far below 0.
+                exptime.wrapping_sub(self.process_started) as u32
             }
         } else {
             // exptime <= 30 days: fits u32; memcached's sum wraps as here.
@@ -139,6 +145,17 @@ mod tests {
         assert_eq!(clock.now(), 105);
         clock.set(7);
         assert_eq!(clock.now(), 7);
+    }
+
+    #[test]
+    fn any_origin_from_a_meta_file_is_a_clock() {
+        for (origin, now) in [(i64::MIN, u32::MAX), (i64::MAX, 0)] {
+            let clock = Clock::system_since(origin);
+            assert_eq!(clock.now(), now, "{origin}");
+            assert_eq!(clock.unix_time(), origin.saturating_add(i64::from(now)));
+            clock.realtime(REALTIME_MAXDELTA + 1);
+            clock.realtime(10);
+        }
     }
 
     #[test]
