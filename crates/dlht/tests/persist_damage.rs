@@ -9,6 +9,9 @@
 //! directories each map type gets (default 150; the opt-in long run uses
 //! 100,000: `scripts/damage-fuzz.sh`).
 
+mod common;
+
+use common::Rng;
 use dlht::{Error, FileByteMap, FileMap, OpenOptions};
 use std::collections::HashMap;
 use std::io::Write;
@@ -20,14 +23,6 @@ fn fresh_dir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("dlht-damage-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     d
-}
-
-fn splitmix(s: &mut u64) -> u64 {
-    *s = s.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    let mut z = *s;
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
 }
 
 /// A map's files, sparse: each file's length and its non-zero 4 KiB pages
@@ -72,37 +67,41 @@ impl Files {
         Files(v)
     }
 
+    /// Make `dir` hold exactly these files.
     fn write(&self, dir: &Path) {
         let _ = std::fs::remove_dir_all(dir);
         std::fs::create_dir_all(dir).unwrap();
-        for (name, len, pages) in &self.0 {
-            let f = std::fs::File::create(dir.join(name)).unwrap();
-            f.set_len(*len).unwrap();
-            for (at, b) in pages {
-                f.write_all_at(b, *at).unwrap();
-            }
-        }
+        self.write_one(dir);
     }
 
     /// `flips` random bytes xored in pages that hold data (a few anywhere),
-    /// in the first `limit` bytes of each file.
-    fn mutate(&self, seed: u64, flips: usize, limit: u64) -> (Files, String) {
-        let mut s = seed;
+    /// in the first `limit` bytes of each index file.
+    /// With `value_words`, half the flips in an index file land in the
+    /// value words of its buckets past `limit`.
+    fn mutate(&self, seed: u64, flips: usize, limit: u64, value_words: bool) -> (Files, String) {
+        let mut r = Rng(seed | 1);
         let mut out = self.clone();
         let mut what = Vec::new();
         for _ in 0..flips {
-            let f = splitmix(&mut s) as usize % out.0.len();
+            let f = r.next() as usize % out.0.len();
             let (name, len, pages) = &mut out.0[f];
             // (The limit is for index files: their bins start at 2 MiB.)
             let limit = if name.starts_with("index.") { limit } else { u64::MAX };
             let in_reach: Vec<usize> = (0..pages.len()).filter(|&i| pages[i].0 < limit).collect();
-            let at = if !in_reach.is_empty() && splitmix(&mut s) % 8 != 0 {
-                let p = in_reach[splitmix(&mut s) as usize % in_reach.len()];
-                pages[p].0 + splitmix(&mut s) % pages[p].1.len() as u64
+            let words: Vec<usize> = (0..pages.len()).filter(|&i| pages[i].0 >= limit).collect();
+            let at = if value_words && name.starts_with("index.") && !words.is_empty() && r.next() % 2 == 0 {
+                // A value word (offsets 24, 40, 56 of every 64-byte bucket,
+                // primary or link): read only by the byte map's layer.
+                let p = words[r.next() as usize % words.len()];
+                let bucket = r.next() % (pages[p].1.len() as u64 / 64);
+                pages[p].0 + bucket * 64 + 24 + 16 * (r.next() % 3) + r.next() % 8
+            } else if !in_reach.is_empty() && r.next() % 8 != 0 {
+                let p = in_reach[r.next() as usize % in_reach.len()];
+                pages[p].0 + r.next() % pages[p].1.len() as u64
             } else {
-                splitmix(&mut s) % (*len).min(limit)
+                r.next() % (*len).min(limit)
             };
-            let bit = 1u8 << (splitmix(&mut s) % 8);
+            let bit = 1u8 << (r.next() % 8);
             let page = at / PAGE * PAGE;
             match pages.iter_mut().find(|(p, _)| *p == page) {
                 Some((_, b)) => b[(at - page) as usize] ^= bit,
@@ -120,18 +119,12 @@ impl Files {
     }
 }
 
+/// The first offset at or after `from` that holds data (not a hole).
 fn seek_data(f: &std::fs::File, from: u64) -> Option<u64> {
     use std::os::fd::AsRawFd;
     // SAFETY: lseek on a descriptor we own; no memory is passed.
-    let r = unsafe {
-        libc_lseek(f.as_raw_fd(), from as i64, 3 /* SEEK_DATA */)
-    };
+    let r = unsafe { libc::lseek(f.as_raw_fd(), from as libc::off_t, libc::SEEK_DATA) };
     (r >= 0).then_some(r as u64)
-}
-
-extern "C" {
-    #[link_name = "lseek"]
-    fn libc_lseek(fd: i32, offset: i64, whence: i32) -> i64;
 }
 
 fn byte_key(j: u64) -> Vec<u8> {
@@ -276,7 +269,7 @@ impl Files {
     /// Write these files into `dir` over what is there, leaving the rest.
     fn write_one(&self, dir: &Path) {
         for (name, len, pages) in &self.0 {
-            let _ = std::fs::remove_file(dir.join(name));
+            // (Truncated first: the old bytes never show through holes.)
             let f = std::fs::File::create(dir.join(name)).unwrap();
             f.set_len(*len).unwrap();
             for (at, b) in pages {
@@ -399,8 +392,12 @@ fn damage_child() {
         // index header and the whole heap are mutated.
         let bins = std::env::var("DLHT_DAMAGE_BINS").is_ok_and(|v| v == "1");
         let limit = if bins { u64::MAX } else { 4096 };
-        let (files, what) =
-            good.mutate(case.wrapping_mul(0x9e37_79b9) ^ 0x5eed, 1 + case as usize % 4, limit);
+        let (files, what) = good.mutate(
+            case.wrapping_mul(0x9e37_79b9) ^ 0x5eed,
+            1 + case as usize % 4,
+            limit,
+            kind == "bytes",
+        );
         files.write(&work);
         {
             let mut o = out.lock();
@@ -429,12 +426,26 @@ fn check_byte_map(dir: &Path, what: &str) {
         }
         Err(e) => panic!("{what}: {e:?}"),
     };
-    let model: HashMap<Vec<u8>, Vec<u8>> = (0..BYTE_KEYS).map(|j| (byte_key(j), byte_value(j, 0))).collect();
-    let check = |m: &FileByteMap| {
+    let mut model: HashMap<Vec<u8>, Vec<u8>> =
+        (0..BYTE_KEYS).map(|j| (byte_key(j), byte_value(j, 0))).collect();
+    let check = |m: &FileByteMap, model: &HashMap<Vec<u8>, Vec<u8>>| {
         let g = m.guard();
-        for (k, v) in &model {
+        for (k, v) in model {
             if let Some(got) = m.get(k, &g) {
                 assert!(*got == v[..], "{what}: get of {:?} served other bytes", String::from_utf8_lossy(k));
+            }
+        }
+        // Batched too (the pipeline prefetches by the words' shapes).
+        let keys: Vec<&[u8]> = model.keys().map(|k| &k[..]).collect();
+        let mut out = vec![None; keys.len()];
+        m.get_many(&keys, &mut out, dlht::Access::Read, &g).unwrap();
+        for (k, got) in keys.iter().zip(&out) {
+            if let Some(got) = got {
+                assert!(
+                    **got == model[*k][..],
+                    "{what}: get_many of {:?} served other bytes",
+                    String::from_utf8_lossy(k)
+                );
             }
         }
         for (ns, k, v) in m.iter(&g) {
@@ -443,13 +454,28 @@ fn check_byte_map(dir: &Path, what: &str) {
             assert!(want.is_some_and(|w| w[..] == *v), "{what}: iter yields a pair never written");
         }
     };
-    check(&m);
+    // Still usable, the damaged keys too: each key written again reads
+    // back, half of them at once (the walk has likely not taken the
+    // damaged entries out yet), half after the walk.
+    let rewrite = |m: &FileByteMap, model: &mut HashMap<Vec<u8>, Vec<u8>>, half: u64| {
+        let g = m.guard();
+        for j in (half..BYTE_KEYS).step_by(2) {
+            let (k, v) = (byte_key(j), byte_value(j, 1));
+            m.upsert(&k, &v, &g).unwrap();
+            assert!(
+                m.get(&k, &g).is_some_and(|got| *got == v[..]),
+                "{what}: an upsert after damage is not read back"
+            );
+            model.insert(k, v);
+        }
+    };
+    check(&m, &model);
+    rewrite(&m, &mut model, 0);
+    check(&m, &model);
     m.wait_heap_reclaimed();
-    check(&m);
-    // Still usable.
-    let g = m.guard();
-    m.upsert(b"fresh key", b"fresh value", &g).unwrap();
-    assert_eq!(m.get(b"fresh key", &g).as_deref(), Some(&b"fresh value"[..]));
+    check(&m, &model);
+    rewrite(&m, &mut model, 1);
+    check(&m, &model);
 }
 
 fn check_word_map(dir: &Path, what: &str) {

@@ -294,14 +294,12 @@ impl Element for Blob {
         // memory. Its lengths, key and value, not the stamp (the user's,
         // changed in place).
         unsafe {
-            let b = addr as *const u8;
-            let (key_len, value_len) = ((*(addr as *const Blob)).key_len, (*(addr as *const Blob)).value_len);
-            let stamp = core::mem::offset_of!(Blob, stamp);
-            let rest = key_len as usize + value_len as usize;
+            let (b, h) = (addr as *const u8, &*(addr as *const Blob));
+            let rest = h.key_len as usize + h.value_len as usize;
             super::entry::checksum_of(
                 kw,
                 &[
-                    core::slice::from_raw_parts(b, stamp),
+                    core::slice::from_raw_parts(b, core::mem::offset_of!(Blob, stamp)),
                     core::slice::from_raw_parts(b.add(Self::HEADER), rest),
                 ],
             )
@@ -937,7 +935,9 @@ impl<'m, S: BuildHasher> ByteNamespace<'m, S> {
             // values' first lines if they will be read.
             for &w in words[..n].iter().flatten() {
                 let w = ValueWord::from_bits(w);
-                if access != Access::Locate || !matches!(w.shape(), Shape::Inline(_)) {
+                // (`try_shape`: a persistent map's word is checked only by
+                // `find`, below; a prefetch of any address is harmless.)
+                if access != Access::Locate || !matches!(w.try_shape(), Some(Shape::Inline(_))) {
                     prefetch_lines(w.addr(), 1);
                 }
             }
@@ -1180,7 +1180,7 @@ impl<'m, S: BuildHasher, B: AsRef<[u8]>> compute::Entries for KeyEntries<'_, 'm,
 /// A weakly consistent iterator over a [`ByteMap`]'s entries: see
 /// [`ByteMap::iter`].
 pub struct ByteIter<'g> {
-    inner: PointerIter<'g, FileHasher>,
+    inner: PointerIter<'g, Blob, FileHasher>,
 }
 
 impl<'g> Iterator for ByteIter<'g> {

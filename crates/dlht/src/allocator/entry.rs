@@ -111,9 +111,12 @@ impl ValueWord {
             "dlht invariant: inline keys are short"
         );
         let a = addr as u64;
-        (a & !Self::ADDRESS_MASK == 0).then_some(ValueWord(
-            shape.code() << Self::SHAPE_SHIFT | (ns as u64) << Self::NAMESPACE_SHIFT | a,
-        ))
+        (a & !Self::ADDRESS_MASK == 0).then_some(ValueWord(Self::tag(shape, ns) | a))
+    }
+
+    /// The bits above the address: shape and namespace.
+    const fn tag(shape: Shape, ns: u16) -> u64 {
+        shape.code() << Self::SHAPE_SHIFT | (ns as u64) << Self::NAMESPACE_SHIFT
     }
 
     /// A word read from a slot.
@@ -173,8 +176,8 @@ impl ValueWord {
 
     /// [`sealed_key`](Self::sealed_key) of the word an element of `shape`
     /// in namespace `ns` will have, before its address is known.
-    pub fn sealed_key_of(shape: Shape, ns: u16, kw: u64) -> u64 {
-        ValueWord::new(shape, ns, 0).map_or(kw, |w| w.sealed_key(kw))
+    pub const fn sealed_key_of(shape: Shape, ns: u16, kw: u64) -> u64 {
+        kw ^ Self::tag(shape, ns)
     }
 }
 
@@ -212,30 +215,44 @@ pub(crate) fn checksum_of(kw: u64, parts: &[&[u8]]) -> u32 {
     parts.iter().fold(crc32c::crc32c(&kw.to_le_bytes()), |c, p| crc32c::crc32c_append(c, p))
 }
 
-/// True if the element word `vw` of key word `kw`, read from the index,
-/// may be followed: always in memory; in a persistent map's heap, if it
-/// names a block sealed for `kw` that holds the whole element (a list's
-/// words too), with the checksum verified while the heap asks for it
-/// (until the open's walk has verified every block). A word that fails is
+/// True if the element word `vw` of key word `kw`, read from a slot of
+/// the index, may be followed: always in memory; in a persistent map's
+/// heap, if it names a block sealed for `kw` that holds the whole element
+/// (a list's words too), with the checksum verified until the open's walk
+/// has verified every block the index reaches. A word that fails is
 /// counted and not served: damage in a file never reads out of bounds or
 /// hands out another key's bytes.
 #[inline(always)]
 pub(crate) fn trusted<E: Element>(heap: HeapRef, kw: u64, vw: ValueWord) -> bool {
     match heap {
         None => true,
-        Some(h) => {
-            let ok = sealed::<E>(h, kw, vw);
-            if !ok {
-                h.note_damaged();
-            }
-            ok
-        }
+        Some(h) => counted(h, sealed::<E>(h, kw, vw, h.verifies_reads())),
     }
+}
+
+/// [`trusted`] for `e`, a word of a collision list of key word `kw`: an
+/// element (not a list), its checksum always verified (the walk takes
+/// damaged slot words out of the index, not damaged elements out of
+/// lists; lists are rare).
+#[inline]
+pub(crate) fn trusted_in_list<E: Element>(heap: HeapRef, kw: u64, e: ValueWord) -> bool {
+    match heap {
+        None => true,
+        Some(h) => counted(h, e.try_shape() != Some(Shape::List) && sealed::<E>(h, kw, e, true)),
+    }
+}
+
+/// `ok`, after counting a damaged element if it is false.
+fn counted(h: &Heap, ok: bool) -> bool {
+    if !ok {
+        h.note_damaged();
+    }
+    ok
 }
 
 #[cfg(not(loom))]
 #[inline]
-fn sealed<E: Element>(h: &Heap, kw: u64, vw: ValueWord) -> bool {
+fn sealed<E: Element>(h: &Heap, kw: u64, vw: ValueWord, verify: bool) -> bool {
     let Some(shape) = vw.try_shape() else { return false };
     // Planted bug (scripts/planted-bugs.sh): check the block's bounds and
     // state, not its seal.
@@ -249,16 +266,16 @@ fn sealed<E: Element>(h: &Heap, kw: u64, vw: ValueWord) -> bool {
     // bytes (at least 16), mapped: its header is readable, and once the
     // length it gives fits the block, the whole element is.
     unsafe {
-        let (fits, sum): (bool, fn(u64, usize) -> u32) = match shape {
-            Shape::List => ((*(addr as *const List)).fits(room), |kw, a| List::checksum(kw, a)),
-            _ => (E::bytes(addr) <= room, |kw, a| E::checksum(kw, a)),
-        };
-        fits && (!h.verifies_reads() || sum(kw, addr) == crc)
+        if shape == Shape::List {
+            (*(addr as *const List)).fits(room) && (!verify || List::checksum(kw, addr) == crc)
+        } else {
+            E::bytes(addr) <= room && (!verify || E::checksum(kw, addr) == crc)
+        }
     }
 }
 
 #[cfg(loom)]
-fn sealed<E: Element>(h: &Heap, _: u64, _: ValueWord) -> bool {
+fn sealed<E: Element>(h: &Heap, _: u64, _: ValueWord, _: bool) -> bool {
     match *h {}
 }
 

@@ -1383,7 +1383,7 @@ type Replaced<'m, V> = Result<(&'m V, &'m V), (V, Option<&'m V>)>;
 /// A weakly consistent iterator over an [`AllocMap`]'s entries: see
 /// [`AllocMap::iter`].
 pub struct AllocIter<'g, K, V, S> {
-    inner: PointerIter<'g, SignatureMix>,
+    inner: PointerIter<'g, Node<K, V>, SignatureMix>,
     _kv: PhantomData<(&'g K, &'g V, S)>,
 }
 

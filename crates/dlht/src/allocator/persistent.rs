@@ -13,7 +13,7 @@ mod imp {
     use crate::allocator::background::Reclaimer;
     use crate::allocator::bytes::Blob;
     use crate::allocator::bytes::ByteMap;
-    use crate::allocator::entry::{trusted, List, Shape, ValueWord};
+    use crate::allocator::entry::{trusted, trusted_in_list, List, Shape, ValueWord};
     use crate::allocator::pointers::PointerIndex;
     use crate::allocator::Guard;
     use crate::error::Error;
@@ -215,18 +215,23 @@ mod imp {
                 // SAFETY: read from the index under `_g`: a published list
                 // in the heap, not freed while pinned, checked whole.
                 let words = unsafe { &*(vw.addr() as *const List) }.words();
-                if heap.mark(vw.addr()) {
-                    collided += words.len() as isize - 1;
-                }
+                // A damaged element of a list stays in it, never served
+                // (`trusted_in_list` verifies list elements on every read)
+                // and not counted.
+                let mut keys = 0;
                 for &e in words {
                     let e = ValueWord::from_bits(e);
-                    // A damaged element of a list stays in it, not served
-                    // (reads check every element they follow).
-                    let element = e.try_shape().is_some_and(|s| s != Shape::List);
-                    if element && trusted::<Blob>(Some(heap), kw, e) && heap.mark(e.addr()) {
+                    if !trusted_in_list::<Blob>(Some(heap), kw, e) {
+                        continue;
+                    }
+                    keys += 1;
+                    if heap.mark(e.addr()) {
                         // SAFETY: as above.
                         bytes += unsafe { Blob::bytes(e.addr()) } as i64;
                     }
+                }
+                if heap.mark(vw.addr()) {
+                    collided += keys - 1;
                 }
             }
             if !stop.load(Ordering::Relaxed) {

@@ -15,7 +15,7 @@
 //! and an element it read cannot be freed, hence not reused, until it
 //! unpins; two equal words therefore point to the same unchanged element.
 
-use super::entry::{retire, retire_addr, trusted, Element, HeapRef, List, Shape, ValueWord};
+use super::entry::{retire, retire_addr, trusted, trusted_in_list, Element, HeapRef, List, Shape, ValueWord};
 use super::Guard;
 use crate::driver::{self, or_panic};
 use crate::error::Error;
@@ -144,7 +144,7 @@ impl<E: Element, H: BuildHasher> PointerIndex<E, H> {
         l.words()
             .iter()
             .map(|&e| ValueWord::from_bits(e))
-            .find(|&e| element_in_list(self.heap, kw, e, trusted::<E>) && is_mine(e))
+            .find(|&e| trusted_in_list::<E>(self.heap, kw, e) && is_mine(e))
     }
 
     /// The element of key word `kw` that `is_mine`.
@@ -186,6 +186,15 @@ impl<E: Element, H: BuildHasher> PointerIndex<E, H> {
                 Some(cur) => {
                     if let Some(r) = present(w, cur)? {
                         return Ok(Some(r));
+                    }
+                }
+                // A damaged word (a persistent map's file) is not followed:
+                // the fresh element takes its place (the walk would take it
+                // out; its block is left to the heap's sweep).
+                None if !trusted::<E>(self.heap, kw, ValueWord::from_bits(w)) => {
+                    if self.swap(kw, w, fresh.bits(), None) {
+                        published();
+                        return Ok(None);
                     }
                 }
                 None => {
@@ -394,25 +403,25 @@ impl<E: Element, H: BuildHasher> PointerIndex<E, H> {
     }
 
     /// A weakly consistent walk over every element, as (key word, element).
-    pub fn iter<'g>(&'g self, _guard: &'g Guard) -> PointerIter<'g, H> {
+    pub fn iter<'g>(&'g self, _guard: &'g Guard) -> PointerIter<'g, E, H> {
         self.walk(Source::Walk(self.index.iter()))
     }
 
     /// [`iter`](Self::iter) over `count` bins from bin `start` (modulo the
     /// bins, wrapping).
-    pub fn iter_bins<'g>(&'g self, start: usize, count: usize, _guard: &'g Guard) -> PointerIter<'g, H> {
+    pub fn iter_bins<'g>(&'g self, start: usize, count: usize, _guard: &'g Guard) -> PointerIter<'g, E, H> {
         self.walk(Source::Walk(crate::map::Iter::bins(&self.index, start, count)))
     }
 
     /// Every element at one instant (the index's strong snapshot), as
     /// (key word, element). The elements stay readable while `guard` lives:
     /// it was pinned before the snapshot, so nothing retired since is freed.
-    pub fn snapshot<'g>(&'g self, _guard: &'g Guard) -> PointerIter<'g, H> {
+    pub fn snapshot<'g>(&'g self, _guard: &'g Guard) -> PointerIter<'g, E, H> {
         self.walk(Source::Snapshot(self.index.snapshot().into_iter()))
     }
 
-    fn walk<'g>(&'g self, inner: Source<'g, H>) -> PointerIter<'g, H> {
-        PointerIter { inner, list: None, heap: self.heap, trusted: trusted::<E> }
+    fn walk<'g>(&'g self, inner: Source<'g, H>) -> PointerIter<'g, E, H> {
+        PointerIter { inner, list: None, heap: self.heap, _e: PhantomData }
     }
 }
 
@@ -442,7 +451,7 @@ impl<E: Element, H: BuildHasher + Sync> PointerIndex<E, H> {
                 (Some((kw, vw)), &[][..])
             };
             let in_list = list.iter().map(move |&e| (kw, ValueWord::from_bits(e)));
-            one.into_iter().chain(in_list.filter(move |&(kw, e)| element_in_list(heap, kw, e, trusted::<E>)))
+            one.into_iter().chain(in_list.filter(move |&(kw, e)| trusted_in_list::<E>(heap, kw, e)))
         })
     }
 }
@@ -500,28 +509,16 @@ impl<E: Element, H: BuildHasher> Drop for PointerIndex<E, H> {
     }
 }
 
-/// True if `e`, a word of a collision list of key word `kw`, may be
-/// followed: an element (not a list) passing `trusted` (`entry::trusted`
-/// of the index's element type).
-#[inline]
-fn element_in_list(
-    heap: HeapRef,
-    kw: u64,
-    e: ValueWord,
-    trusted: fn(HeapRef, u64, ValueWord) -> bool,
-) -> bool {
-    heap.is_none() || (e.try_shape().is_some_and(|s| s != Shape::List) && trusted(heap, kw, e))
-}
-
 /// A weakly consistent walk over a [`PointerIndex`]: (key word, element).
-pub(crate) struct PointerIter<'g, H> {
+pub(crate) struct PointerIter<'g, E, H> {
     inner: Source<'g, H>,
     /// The rest of a collision list being walked, with its key word.
     list: Option<(u64, &'g List, usize)>,
     /// A persistent map's heap, whose words are checked before they are
-    /// followed, by `trusted` (of the index's element type).
+    /// followed (`entry::trusted`).
     heap: HeapRef,
-    trusted: fn(HeapRef, u64, ValueWord) -> bool,
+    /// (The element type, for the checks: no `E` is owned or borrowed.)
+    _e: PhantomData<fn() -> E>,
 }
 
 /// Where a [`PointerIter`] gets the index's (key word, slot word) pairs.
@@ -543,7 +540,7 @@ impl<H: BuildHasher> Iterator for Source<'_, H> {
     }
 }
 
-impl<H: BuildHasher> Iterator for PointerIter<'_, H> {
+impl<E: Element, H: BuildHasher> Iterator for PointerIter<'_, E, H> {
     type Item = (u64, ValueWord);
 
     fn next(&mut self) -> Option<Self::Item> {
@@ -552,7 +549,7 @@ impl<H: BuildHasher> Iterator for PointerIter<'_, H> {
                 if let Some(&e) = l.words().get(i) {
                     self.list = Some((kw, l, i + 1));
                     let e = ValueWord::from_bits(e);
-                    if element_in_list(self.heap, kw, e, self.trusted) {
+                    if trusted_in_list::<E>(self.heap, kw, e) {
                         return Some((kw, e));
                     }
                     continue;
@@ -561,7 +558,7 @@ impl<H: BuildHasher> Iterator for PointerIter<'_, H> {
             }
             let (kw, w) = self.inner.next()?;
             let vw = ValueWord::from_bits(w);
-            if self.heap.is_some() && !(self.trusted)(self.heap, kw, vw) {
+            if !trusted::<E>(self.heap, kw, vw) {
                 continue; // damage in a file: not served
             }
             if vw.shape() != Shape::List {
