@@ -41,7 +41,7 @@
 //! in process memory).
 
 use super::files::{self, io};
-use super::layout::{ENDIAN_CHECK, PAGE};
+use super::layout::{HeaderCrc, ENDIAN_CHECK, PAGE};
 use crate::error::Error;
 use crossbeam_utils::CachePadded;
 use std::collections::BTreeMap;
@@ -96,16 +96,13 @@ pub struct HeapHeader {
     pub stamp: AtomicU64,
 }
 
+impl HeaderCrc for HeapHeader {
+    const CRC_BYTES: usize = core::mem::offset_of!(HeapHeader, header_crc);
+}
+
 impl HeapHeader {
-    /// Bytes of the header `header_crc` covers.
-    pub const CRC_BYTES: usize = core::mem::offset_of!(HeapHeader, header_crc);
     /// Where the stamp is, for the map's stamping.
     pub const STAMP_OFFSET: usize = core::mem::offset_of!(HeapHeader, stamp);
-
-    /// The checksum of the header's fixed fields, as stored.
-    pub fn crc(&self) -> u32 {
-        super::layout::crc_of(self, Self::CRC_BYTES)
-    }
 
     /// Refuse a header that is not a heap's of this layout.
     pub fn check(&self, file_len: u64) -> Result<(), Error> {
@@ -447,7 +444,7 @@ impl Heap {
         // SAFETY: as in `header_of`.
         let h = unsafe { &*(h.ptr() as *const HeapHeader) };
         // Relaxed: read before the heap is opened in this process.
-        stamp.check(h.map_id, h.stamp.load(Ordering::Relaxed), super::layout::HEAP_FILE)
+        stamp.check(h.map_id, h.stamp.load(Ordering::Relaxed), super::layout::HEAP_FILE_ERRORS)
     }
 
     /// The heap file, open, and its base and bytes, checked.

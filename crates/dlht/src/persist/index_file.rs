@@ -2,21 +2,13 @@
 //! index, checked when reopened, deleted once its index is replaced.
 
 use super::files::{self, Mapping};
-use super::layout::{IndexHeader, Stamp, ENDIAN_CHECK, INDEX_MAGIC, LAYOUT_VERSION, PAGE};
+use super::layout::{HeaderCrc, IndexHeader, Stamp, ENDIAN_CHECK, INDEX_MAGIC, LAYOUT_VERSION, PAGE};
 use crate::error::Error;
 use crate::sync::unmodelled::AtomicBool;
 use crate::sync::Ordering;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, Weak};
-
-/// The error of an index file a crash left half made (deleted by the open
-/// when it is not the current index's).
-pub const NEVER_COMPLETED: &str = "an index file was never completed";
-/// The error of an index file shorter than its header: truncated, or made
-/// by a resize that a crash stopped before it was sized (a next index's
-/// file is then deleted by the open, as one never completed).
-pub const TRUNCATED_HEADER: &str = "an index file is shorter than its header (truncated)";
 
 /// A persistent map's directory and the files of it that are open, for
 /// syncing them all (`fdatasync`, which on Linux also writes the pages
@@ -154,17 +146,33 @@ impl IndexFile {
         let path = set.dir().join(files::index_file_name(generation));
         let (file, len) = files::open_rw(&path, "opening an index file")?;
         if len < PAGE as u64 {
-            return Err(Error::Corrupt { what: TRUNCATED_HEADER });
+            return Err(Error::Corrupt { what: "an index file is shorter than its header (truncated)" });
         }
         let file = Arc::new(file);
         let header = Mapping::new(&file, 0, PAGE)?;
         let f = IndexFile::of(header, &file, set, generation);
         if f.header().complete.load(Ordering::Acquire) != 1 {
-            return Err(Error::Corrupt { what: NEVER_COMPLETED });
+            return Err(Error::Corrupt { what: "an index file was never completed" });
         }
         let (bins, links) = f.header().check(generation, &set.stamp(), len, bin_range)?;
         set.register(&file);
         Ok((f, file, bins, links))
+    }
+
+    /// True if the file of the index of `generation` is one a crash left
+    /// half made — shorter than its header, or never marked complete — so
+    /// not an index yet (what [`open`](Self::open) refuses as such).
+    pub fn half_made(set: &FileSet, generation: u64) -> Result<bool, Error> {
+        let path = set.dir().join(files::index_file_name(generation));
+        let (file, len) = files::open_rw(&path, "opening an index file")?;
+        if len < PAGE as u64 {
+            return Ok(true);
+        }
+        let header = Mapping::new(&file, 0, PAGE)?;
+        // SAFETY: as in `header`: one page, any bytes a valid header.
+        let h = unsafe { &*(header.ptr() as *const IndexHeader) };
+        // Acquire: as in `open`.
+        Ok(h.complete.load(Ordering::Acquire) != 1)
     }
 
     /// The file's header.

@@ -120,7 +120,7 @@ pub struct MapHeader {
     /// map names it, so a file of another map is refused.
     pub map_id: u64,
     /// CRC-32C of the header's bytes before this field (all of them set
-    /// once, when the file is made): [`MapHeader::crc`].
+    /// once, when the file is made): [`HeaderCrc`].
     pub header_crc: u32,
     /// Reserved, zero.
     pub _pad2: u32,
@@ -142,14 +142,22 @@ pub struct MapHeader {
     pub stamping: AtomicU64,
 }
 
-/// CRC-32C of the first `bytes` bytes of `value` (a file header's fields
-/// written once, when the file is made).
-pub fn crc_of<T>(value: &T, bytes: usize) -> u32 {
-    assert!(bytes <= size_of::<T>(), "dlht invariant: a header's checked part lies inside it");
-    // SAFETY: `bytes` bytes of a live value, read as bytes; headers are
-    // `repr(C)` integers and atomics read before any thread changes them
-    // (the atomics after `bytes` are not read).
-    crc32c::crc32c(unsafe { core::slice::from_raw_parts(value as *const T as *const u8, bytes) })
+/// A file header whose fields written once, when the file is made, are
+/// checksummed: those before `CRC_BYTES` (the checksum's own field).
+pub trait HeaderCrc: Sized {
+    /// Bytes of the header the checksum covers: the offset of its field.
+    const CRC_BYTES: usize;
+
+    /// CRC-32C of the header's first `CRC_BYTES` bytes, as they are now.
+    fn crc(&self) -> u32 {
+        const { assert!(Self::CRC_BYTES <= size_of::<Self>()) };
+        // SAFETY: `CRC_BYTES` bytes of a live header, read as bytes: plain
+        // integers of a `repr(C)` header, set before the file is shared
+        // (its atomics lie after them and are not read).
+        crc32c::crc32c(unsafe {
+            core::slice::from_raw_parts(self as *const Self as *const u8, Self::CRC_BYTES)
+        })
+    }
 }
 
 /// A map's identity and stamp as its map file gives them, which every
@@ -198,19 +206,19 @@ pub struct FileWhat {
 }
 
 /// `Stamp::check`'s words for an index file.
-pub const INDEX_FILE: FileWhat = FileWhat {
+pub const INDEX_FILE_ERRORS: FileWhat = FileWhat {
     foreign: "an index file belongs to another map (its map id differs from map.dlht's)",
     stale: "an index file is from another state of this map (its stamp differs from map.dlht's: a copy restored from a backup?)",
 };
 
 /// `Stamp::check`'s words for the heap file.
-pub const HEAP_FILE: FileWhat = FileWhat {
+pub const HEAP_FILE_ERRORS: FileWhat = FileWhat {
     foreign: "the heap file heap.dlht belongs to another map (its map id differs from map.dlht's)",
     stale: "the heap file heap.dlht is from another state of this map (its stamp differs from map.dlht's: a copy restored from a backup?)",
 };
 
 /// `Stamp::check`'s words for a snapshot log.
-pub const SNAPSHOT_FILE: FileWhat = FileWhat {
+pub const SNAPSHOT_FILE_ERRORS: FileWhat = FileWhat {
     foreign: "the snapshot log snapshot.dlht belongs to another map",
     stale: "the snapshot log snapshot.dlht is from another state of this map",
 };
@@ -223,15 +231,11 @@ pub const OPEN: u64 = 0x4f50_454e_0000_0001;
 /// Words whose hashes `MapHeader::hash_check` records.
 pub const HASH_CHECK_WORDS: [u64; 4] = [0, 1, 0x9e37_79b9_7f4a_7c15, u64::MAX];
 
+impl HeaderCrc for MapHeader {
+    const CRC_BYTES: usize = core::mem::offset_of!(MapHeader, header_crc);
+}
+
 impl MapHeader {
-    /// Bytes of the header [`header_crc`](Self::header_crc) covers.
-    pub const CRC_BYTES: usize = core::mem::offset_of!(MapHeader, header_crc);
-
-    /// The checksum of the header's fixed fields, as stored.
-    pub fn crc(&self) -> u32 {
-        crc_of(self, Self::CRC_BYTES)
-    }
-
     /// The map's identity and stamp.
     pub fn stamp(&self) -> Stamp {
         // Relaxed: read at open, before any thread of this process runs in
@@ -306,7 +310,7 @@ pub struct IndexHeader {
     pub links: u64,
     /// The map's identity ([`MapHeader::map_id`]).
     pub map_id: u64,
-    /// CRC-32C of the header's bytes before this field ([`IndexHeader::crc`]).
+    /// CRC-32C of the header's bytes before this field ([`HeaderCrc`]).
     pub header_crc: u32,
     /// Reserved, zero.
     pub _pad: u32,
@@ -327,15 +331,11 @@ pub struct IndexHeader {
     pub stamp: AtomicU64,
 }
 
+impl HeaderCrc for IndexHeader {
+    const CRC_BYTES: usize = core::mem::offset_of!(IndexHeader, header_crc);
+}
+
 impl IndexHeader {
-    /// Bytes of the header [`header_crc`](Self::header_crc) covers.
-    pub const CRC_BYTES: usize = core::mem::offset_of!(IndexHeader, header_crc);
-
-    /// The checksum of the header's fixed fields, as stored.
-    pub fn crc(&self) -> u32 {
-        crc_of(self, Self::CRC_BYTES)
-    }
-
     /// Bytes of a bucket (a bin's primary bucket or a link bucket).
     pub const BUCKET_BYTES: usize = 64;
 
@@ -376,7 +376,7 @@ impl IndexHeader {
         if self.header_crc != self.crc() {
             return Err(Error::Corrupt { what: "an index file's header is damaged (its checksum differs)" });
         }
-        stamp.check(self.map_id, self.stamp.load(Ordering::Relaxed), INDEX_FILE)?;
+        stamp.check(self.map_id, self.stamp.load(Ordering::Relaxed), INDEX_FILE_ERRORS)?;
         if self.generation != generation {
             return Err(Error::Corrupt { what: "an index file's generation differs from its name" });
         }
@@ -551,14 +551,8 @@ pub struct SnapshotHeader {
     pub entries: AtomicU64,
 }
 
-impl SnapshotHeader {
-    /// Bytes of the header `header_crc` covers.
-    pub const CRC_BYTES: usize = core::mem::offset_of!(SnapshotHeader, header_crc);
-
-    /// The checksum of the header's fixed fields, as stored.
-    pub fn crc(&self) -> u32 {
-        crc_of(self, Self::CRC_BYTES)
-    }
+impl HeaderCrc for SnapshotHeader {
+    const CRC_BYTES: usize = core::mem::offset_of!(SnapshotHeader, header_crc);
 }
 
 /// A pair a snapshot is killing: recovery writes it back if its slot holds
@@ -613,6 +607,39 @@ mod tests {
         assert_eq!(IndexHeader::links_offset(M2 / 64 + 1), Some(3 * M2));
         assert_eq!(IndexHeader::file_bytes(64, 10), Some(2 * M2 + 640));
         assert_eq!(IndexHeader::file_bytes(usize::MAX / 8, 1), None);
+    }
+
+    #[test]
+    fn stamps_accept_only_this_map_at_this_state() {
+        let at = |stamp, stamping| Stamp { map_id: 7, stamp, stamping };
+        let ok = |s: Stamp, id, file| s.check(id, file, INDEX_FILE_ERRORS).is_ok();
+        // Settled: only the map's stamp, only the map's id.
+        assert!(ok(at(5, 5), 7, 5));
+        assert!(!ok(at(5, 5), 7, 4) && !ok(at(5, 5), 7, 6));
+        assert!(matches!(at(5, 5).check(8, 5, INDEX_FILE_ERRORS), Err(Error::Incompatible { .. })));
+        assert!(matches!(at(5, 5).check(7, 4, INDEX_FILE_ERRORS), Err(Error::Corrupt { .. })));
+        // An advance a crash cut short: either stamp, nothing older.
+        assert!(ok(at(5, 6), 7, 5) && ok(at(5, 6), 7, 6));
+        assert!(!ok(at(5, 6), 7, 4) && !ok(at(5, 6), 7, 7));
+        assert!(ok(at(u64::MAX, 0), 7, 0), "the stamp wraps");
+    }
+
+    #[test]
+    fn header_checksums_cover_the_fixed_fields_only() {
+        let mut b = vec![0u64; PAGE / 8];
+        // SAFETY: a zeroed, 8-aligned page: every header field is valid as zero.
+        let h = unsafe { &mut *(b.as_mut_ptr() as *mut IndexHeader) };
+        h.bins = 64;
+        let crc = h.crc();
+        h.link_floor.store(3, Ordering::Relaxed);
+        h.stamp.store(9, Ordering::Relaxed);
+        h.header_crc = crc;
+        assert_eq!(h.crc(), crc, "fields after the checksum are not covered");
+        h.map_id ^= 1 << 40;
+        assert_ne!(h.crc(), crc);
+        assert_eq!(IndexHeader::CRC_BYTES, 48);
+        assert_eq!(MapHeader::CRC_BYTES, 136);
+        assert_eq!(SnapshotHeader::CRC_BYTES, 48);
     }
 
     #[test]

@@ -41,7 +41,7 @@ mod imp {
     use super::files::{self, DirLock, Mapping};
     use super::index_file::FileSet;
     use super::layout::{
-        IndexHeader, MapHeader, MapKind, ShadowCell, Stamp, ThreadCell, CLEAN, ENDIAN_CHECK,
+        HeaderCrc, IndexHeader, MapHeader, MapKind, ShadowCell, Stamp, ThreadCell, CLEAN, ENDIAN_CHECK,
         HASH_CHECK_WORDS, LAYOUT_VERSION, MAP_FILE_BYTES, MAP_MAGIC, OPEN, PAGE, SHADOW_CELLS,
         SHADOW_CELLS_OFFSET, THREAD_CELLS,
     };
@@ -490,16 +490,10 @@ mod imp {
                 if !gens.contains(&gen) {
                     return Ok(None);
                 }
-                match Index::open_in(&this.dir, markers, gen) {
-                    Ok(i) => Ok(Some(i)),
-                    Err(Error::Corrupt { what })
-                        if what == super::index_file::NEVER_COMPLETED
-                            || what == super::index_file::TRUNCATED_HEADER =>
-                    {
-                        Ok(None)
-                    }
-                    Err(e) => Err(e),
+                if super::index_file::IndexFile::half_made(&this.dir, gen)? {
+                    return Ok(None);
                 }
+                Index::open_in(&this.dir, markers, gen).map(Some)
             };
             // A grow under way: a larger next index. A shrink: a smaller one
             // and its fallback, as large as the current one (made before the

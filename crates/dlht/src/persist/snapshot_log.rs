@@ -7,7 +7,9 @@
 
 use super::files::{self, Mapping};
 use super::index_file::FileSet;
-use super::layout::{SnapshotEntry, SnapshotHeader, ENDIAN_CHECK, LAYOUT_VERSION, PAGE, SNAPSHOT_MAGIC};
+use super::layout::{
+    HeaderCrc, SnapshotEntry, SnapshotHeader, ENDIAN_CHECK, LAYOUT_VERSION, PAGE, SNAPSHOT_MAGIC,
+};
 use crate::error::Error;
 use crate::protocol::freeze::Killed;
 use crate::raw::header::{BinState, SlotState};
@@ -110,7 +112,7 @@ pub fn check(set: &FileSet) -> Result<(), Error> {
     if h.magic != SNAPSHOT_MAGIC || h.layout_version != LAYOUT_VERSION || h.header_crc != h.crc() {
         return Err(Error::Corrupt { what: "the snapshot log snapshot.dlht is damaged (its header)" });
     }
-    set.stamp().check(h.map_id, h.stamp, super::layout::SNAPSHOT_FILE)
+    set.stamp().check(h.map_id, h.stamp, super::layout::SNAPSHOT_FILE_ERRORS)
 }
 
 /// Recovery: thaw what a snapshot that died with its process left frozen in
