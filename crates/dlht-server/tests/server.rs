@@ -6,7 +6,7 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -15,6 +15,8 @@ use dlht_server::server::{self, Running};
 
 mod common;
 use common::{connect, read_n, TIMEOUT};
+mod process;
+use process::{free_port, run_with_limit, server_command, ChildGuard, Server};
 
 fn config() -> Config {
     Config { port: 0, threads: 2, ..Config::default() }
@@ -280,16 +282,6 @@ fn shutdown_releases_the_port() {
     TcpListener::bind(addr).expect("port free after shutdown");
 }
 
-/// Kills and reaps a child process however the test ends.
-struct ChildGuard(Child);
-
-impl Drop for ChildGuard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[test]
 fn binary_help_and_bad_flags() {
     let bin = env!("CARGO_BIN_EXE_dlht-server");
@@ -310,28 +302,11 @@ fn binary_help_and_bad_flags() {
 fn binary_serves() {
     let bin = env!("CARGO_BIN_EXE_dlht-server");
     // Port 0 and -v: the server names the port it got, so no other test
-    // can take it in between.
-    let mut child = Command::new(bin)
-        .args(["-p", "0", "-t", "1", "-v"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let _guard = ChildGuard(child);
-    let mut line = String::new();
-    BufReader::new(stderr).read_line(&mut line).unwrap();
-    let addr: SocketAddr = line
-        .split_whitespace()
-        .find_map(|word| word.parse().ok())
-        .unwrap_or_else(|| panic!("no address in {line:?}"));
-    let mut c = connect_retrying(addr);
+    // can take it in between. No -l: the default interfaces.
+    let server = Server::spawn(Command::new(bin).args(["-p", "0", "-t", "1", "-v"]));
+    let mut c = connect_retrying(server.addr);
     roundtrip(&mut c, "set k 0 0 1\r\nv\r\n", "STORED\r\n");
     roundtrip(&mut c, "get k\r\n", "VALUE k 0 1\r\nv\r\nEND\r\n");
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 fn connect_retrying(addr: SocketAddr) -> TcpStream {
@@ -746,58 +721,16 @@ fn a_pipeline_answers_as_commands_one_by_one() {
     all.shutdown();
 }
 
-/// `dlht-server -e dir` on a loopback port of its choosing: the process
-/// (killed when dropped) and the address it printed.
-fn start_on_dir(dir: &Path) -> (ChildGuard, SocketAddr) {
-    let bin = env!("CARGO_BIN_EXE_dlht-server");
-    let mut child = Command::new(bin)
-        .args(["-p", "0", "-l", "127.0.0.1", "-t", "1", "-v", "-e"])
-        .arg(dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let guard = ChildGuard(child);
-    let mut line = String::new();
-    stderr.read_line(&mut line).unwrap();
-    let addr = line
-        .split_whitespace()
-        .find_map(|word| word.parse().ok())
-        .unwrap_or_else(|| panic!("no address in {line:?}"));
-    // Keep reading, so that a verbose server never blocks on a full pipe.
-    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
-    (guard, addr)
+/// `dlht-server -e dir` on a loopback port of its choosing.
+fn start_on_dir(dir: &Path) -> Server {
+    Server::start(&["-t", "1", "-e", dir.to_str().unwrap()])
 }
 
 /// Runs `dlht-server -e dir`, which must refuse the directory: exit, with
-/// a failure status, within [`TIMEOUT`]. Returns what it wrote to stderr.
+/// a failure status, within [`TIMEOUT`]. Returns what it wrote.
 fn refused_start(dir: &Path) -> String {
-    let bin = env!("CARGO_BIN_EXE_dlht-server");
-    let mut child = Command::new(bin)
-        .args(["-p", "0", "-l", "127.0.0.1", "-t", "1", "-v", "-e"])
-        .arg(dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stderr = child.stderr.take().unwrap();
-    let mut guard = ChildGuard(child);
-    let deadline = Instant::now() + TIMEOUT;
-    let status = loop {
-        if let Some(status) = guard.0.try_wait().unwrap() {
-            break Some(status);
-        }
-        if Instant::now() >= deadline {
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    drop(guard); // Kills a server still running, closing its stderr.
-    let mut message = String::new();
-    stderr.read_to_string(&mut message).unwrap();
+    let (status, message) =
+        run_with_limit(&mut server_command(&["-t", "1", "-e", dir.to_str().unwrap()]), TIMEOUT);
     let status = status.unwrap_or_else(|| panic!("{} served, saying {message:?}", dir.display()));
     assert!(!status.success(), "{} refused with success: {message:?}", dir.display());
     assert!(!message.contains("panicked"), "{message}");
@@ -853,10 +786,9 @@ fn a_meta_file_of_another_map_is_refused() {
         let _ = std::fs::remove_dir_all(dir);
     }
     for (dir, key, flags) in [(&a, "a", 100), (&b, "b", 200)] {
-        let (mut server, addr) = start_on_dir(dir);
-        set_items(addr, key, flags, 5);
-        let _ = server.0.kill();
-        let _ = server.0.wait();
+        let mut server = start_on_dir(dir);
+        set_items(server.addr, key, flags, 5);
+        server.kill();
     }
     let meta = |dir: &Path| dir.join("dlht-server.meta");
     let own = std::fs::read(meta(&b)).unwrap();
@@ -896,8 +828,8 @@ fn a_meta_file_of_another_map_is_refused() {
 
     // With its own meta file back, b serves its own items, flags and all.
     std::fs::write(meta(&b), own).unwrap();
-    let (server, addr) = start_on_dir(&b);
-    let mut s = connect(addr);
+    let server = start_on_dir(&b);
+    let mut s = connect(server.addr);
     for i in 0..5 {
         let value = format!("value{i}");
         let reply = format!("VALUE b{i} {} {}\r\n{value}\r\nEND\r\n", 200 + i, value.len());

@@ -3,84 +3,26 @@
 //! `Client` and `HashClient`) and twemproxy's `nutcracker`.
 //!
 //! Everything runs over loopback. Servers take a free port (`-p 0 -v`, the
-//! port read from their first line on stderr, as in `tests/server.rs`);
-//! every process started is killed by a guard however the test ends, and
-//! every tool runs under a time limit. A tool that is not installed makes
-//! its test print a note and pass (the project's test command installs
-//! them all).
+//! port read from their first line on stderr: `tests/process`, shared with
+//! `tests/server.rs`); every process started is killed by a guard however
+//! the test ends, and every tool runs under a time limit. A tool that is
+//! not installed makes its test print a note and pass (the project's test
+//! command installs them all).
 
 use std::collections::{HashMap, HashSet};
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::mpsc;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+mod process;
+use process::{free_port, run_with_limit, ChildGuard, Server};
 
 /// Read and write timeout of every socket.
 const IO_TIMEOUT: Duration = Duration::from_secs(5);
 /// Longest a tool may run before it is killed and the test fails.
 const TOOL_LIMIT: Duration = Duration::from_secs(60);
-
-/// Kills and reaps a child process however the test ends.
-struct ChildGuard(Child);
-
-impl Drop for ChildGuard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// A `dlht-server` process on a loopback port of its choosing.
-struct Server {
-    addr: SocketAddr,
-    child: ChildGuard,
-}
-
-impl Server {
-    /// Starts the binary with `-p 0 -l 127.0.0.1 -v` and `args`, and reads
-    /// the address it prints.
-    fn start(args: &[&str]) -> Server {
-        let bin = env!("CARGO_BIN_EXE_dlht-server");
-        let mut child = Command::new(bin)
-            .args(["-p", "0", "-l", "127.0.0.1", "-v"])
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("dlht-server starts");
-        let stderr = child.stderr.take().unwrap();
-        let child = ChildGuard(child);
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut lines = BufReader::new(stderr).lines();
-            let _ = tx.send(lines.next().and_then(Result::ok));
-            // Keep reading, so that a verbose server never blocks on a full
-            // pipe.
-            for line in lines.map_while(Result::ok) {
-                eprintln!("{line}");
-            }
-        });
-        let line =
-            rx.recv_timeout(Duration::from_secs(10)).ok().flatten().expect("dlht-server prints its address");
-        let addr = line
-            .split_whitespace()
-            .find_map(|word| word.parse().ok())
-            .unwrap_or_else(|| panic!("no address in {line:?}"));
-        Server { addr, child }
-    }
-
-    fn port(&self) -> u16 {
-        self.addr.port()
-    }
-
-    fn kill(&mut self) {
-        let _ = self.child.0.kill();
-        let _ = self.child.0.wait();
-    }
-}
 
 /// `tool`'s path, if it is installed (on `PATH` or in the usual places).
 fn which(tool: &str) -> Option<PathBuf> {
@@ -103,41 +45,6 @@ fn python_with_pymemcache() -> Option<PathBuf> {
             .status()
             .is_ok_and(|s| s.success())
     })
-}
-
-/// Runs `cmd` for at most `limit`, killing it on expiry. Returns its exit
-/// status (`None`: killed) and its stdout then stderr.
-fn run_with_limit(cmd: &mut Command, limit: Duration) -> (Option<ExitStatus>, String) {
-    let mut child =
-        cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("tool starts");
-    let read_all = |mut r: Box<dyn Read + Send>| {
-        std::thread::spawn(move || {
-            let mut buf = Vec::new();
-            let _ = r.read_to_end(&mut buf);
-            String::from_utf8_lossy(&buf).into_owned()
-        })
-    };
-    let stdout = read_all(Box::new(child.stdout.take().unwrap()));
-    let stderr = read_all(Box::new(child.stderr.take().unwrap()));
-    let mut child = ChildGuard(child);
-    let deadline = Instant::now() + limit;
-    let status = loop {
-        if let Some(status) = child.0.try_wait().expect("wait for tool") {
-            break Some(status);
-        }
-        if Instant::now() >= deadline {
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    drop(child); // Kills it if it is still running, closing its pipes.
-    let output = stdout.join().unwrap() + &stderr.join().unwrap();
-    (status, output)
-}
-
-/// A loopback port that was free a moment ago.
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 fn connect(addr: SocketAddr) -> std::io::Result<BufReader<TcpStream>> {
@@ -235,7 +142,7 @@ fn memccapable_ascii_passes() {
     let server = Server::start(&["-t", "2"]);
     let started = Instant::now();
     let (status, output) = run_with_limit(
-        Command::new(memccapable).args(["-h", "127.0.0.1", "-p", &server.port().to_string(), "-a"]),
+        Command::new(memccapable).args(["-h", "127.0.0.1", "-p", &server.addr.port().to_string(), "-a"]),
         TOOL_LIMIT,
     );
     eprintln!("memccapable ran for {:?}", started.elapsed());
@@ -253,7 +160,7 @@ fn pymemcache_exercises_every_command() {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/tools/pymemcache_client.py");
     let mut cmd = Command::new(&python);
     cmd.arg(&script).arg("127.0.0.1");
-    cmd.args(servers.iter().map(|s| s.port().to_string()));
+    cmd.args(servers.iter().map(|s| s.addr.port().to_string()));
     let started = Instant::now();
     let (status, output) = run_with_limit(&mut cmd, TOOL_LIMIT);
     eprintln!("{} {} ran for {:?}:\n{output}", python.display(), script.display(), started.elapsed());
@@ -498,7 +405,12 @@ fn pymemcache_sets_survive_kill_9_and_a_restart() {
     for round in 0..3 {
         let mut server = Server::start(&["-t", "2", "-e", dir_arg]);
         let mut writer = Command::new(&python);
-        writer.arg(&script).args(["write", "127.0.0.1", &server.port().to_string(), acks.to_str().unwrap()]);
+        writer.arg(&script).args([
+            "write",
+            "127.0.0.1",
+            &server.addr.port().to_string(),
+            acks.to_str().unwrap(),
+        ]);
         writer.arg("1000000").stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
         let mut writer = ChildGuard(writer.spawn().expect("python starts"));
         // Killed while the writer is mid-stream: 0.3 to 1.1 s in.
@@ -512,7 +424,12 @@ fn pymemcache_sets_survive_kill_9_and_a_restart() {
         let acked = std::fs::read_to_string(&acks).unwrap().lines().count();
         let server = Server::start(&["-t", "2", "-e", dir_arg]);
         let mut cmd = Command::new(&python);
-        cmd.arg(&script).args(["check", "127.0.0.1", &server.port().to_string(), acks.to_str().unwrap()]);
+        cmd.arg(&script).args([
+            "check",
+            "127.0.0.1",
+            &server.addr.port().to_string(),
+            acks.to_str().unwrap(),
+        ]);
         let (status, output) = run_with_limit(&mut cmd, TOOL_LIMIT);
         eprintln!("round {round}: {acked} acknowledged sets before kill -9; check:\n{output}");
         let status = status.unwrap_or_else(|| panic!("the check ran past {TOOL_LIMIT:?}"));
