@@ -378,6 +378,14 @@ fn take_runs(runs: &mut BTreeMap<usize, usize>, s: usize, n: usize) -> Vec<(usiz
     pieces
 }
 
+/// What [`Heap::reuse_or_take`] found.
+enum Space {
+    /// A free block, off its list.
+    Block(usize),
+    /// Fresh slabs, the first's index: to carve.
+    Slabs(usize),
+}
+
 /// Where a slab's blocks are, by its header.
 enum SlabLayout {
     /// Class 0: a free slab.
@@ -782,23 +790,15 @@ impl Heap {
         if let Some(p) = self.pop_small(c) {
             return Ok(p);
         }
-        // Before new space, what the last opens freed or left retired: a
-        // short open reuses it whether or not the background pass has
-        // reached it yet.
-        for _ in 0..PREPASS_STEPS {
-            if self.has_free_slabs(1) || !self.prepass_step() {
-                break;
-            }
-            if let Some(p) = self.pop_small(c) {
-                return Ok(p);
-            }
-        }
-        // Carve a slab: every block's state first, FREE in this open (no
+        let slab = match self.reuse_or_take(1, || self.pop_small(c))? {
+            Space::Block(p) => return Ok(p),
+            Space::Slabs(s) => s,
+        };
+        // Carve the slab: every block's state first, FREE in this open (no
         // byte of an earlier use of the slab is taken for a state), then
         // its class. A crash before the class leaves a free slab (class 0,
         // whatever its blocks hold); after it, free blocks of this open,
         // which the next open's pre-pass frees.
-        let slab = self.take_slabs(1)?;
         let size = CLASS_BYTES[c];
         let n = (SLAB - SlabHeader::BYTES) / size;
         let first = self.lo() + slab * SLAB + SlabHeader::BYTES + BlockState::PREFIX;
@@ -828,17 +828,12 @@ impl Heap {
         if let Some(p) = self.pop_large(slabs) {
             return Ok(p);
         }
-        for _ in 0..PREPASS_STEPS {
-            if self.has_free_slabs(slabs) || !self.prepass_step() {
-                break;
-            }
-            if let Some(p) = self.pop_large(slabs) {
-                return Ok(p);
-            }
-        }
+        let first = match self.reuse_or_take(slabs, || self.pop_large(slabs))? {
+            Space::Block(p) => return Ok(p),
+            Space::Slabs(s) => s,
+        };
         // As a carve: the block's state first, then the run's header (a
         // crash before it leaves free slabs; after it, a free run).
-        let first = self.take_slabs(slabs)?;
         let p = self.lo() + first * SLAB + SlabHeader::BYTES + BlockState::PREFIX;
         // Relaxed: as in `alloc_small`.
         self.state_of(p).store(BlockState::new(self.current(), BlockState::FREE).bits(), Ordering::Relaxed);
@@ -848,6 +843,27 @@ impl Heap {
         // Release: as in `alloc_small`.
         h.class.store(SlabHeader::LARGE, Ordering::Release);
         Ok(p)
+    }
+
+    /// Space for a block when its free list has none: before new space,
+    /// what the last opens freed or left retired, so a short open reuses
+    /// it whether or not the background pass has reached it yet — up to
+    /// [`PREPASS_STEPS`] steps of the open's pre-pass, each followed by
+    /// `pop` (the block's free list), stopping at `n` contiguous free
+    /// slabs; else `n` slabs from the bump pointer.
+    fn reuse_or_take(&self, n: usize, pop: impl Fn() -> Option<usize>) -> Result<Space, Error> {
+        for _ in 0..PREPASS_STEPS {
+            if let Some(s) = self.take_free_slabs(n) {
+                return Ok(Space::Slabs(s));
+            }
+            if !self.prepass_step() {
+                break;
+            }
+            if let Some(p) = pop() {
+                return Ok(Space::Block(p));
+            }
+        }
+        self.take_slabs(n).map(Space::Slabs)
     }
 
     /// `n` contiguous fresh slabs: the lowest free run below the bump
@@ -881,11 +897,6 @@ impl Heap {
             f.insert(s + n, len - n);
         }
         Some(s)
-    }
-
-    /// True if `n` contiguous slabs are free.
-    fn has_free_slabs(&self, n: usize) -> bool {
-        self.free_slabs.lock().unwrap_or_else(|e| e.into_inner()).values().any(|&len| len >= n)
     }
 
     /// Add slabs `s..s + n` to the free set.
