@@ -132,6 +132,25 @@ mod imp {
             self.index.words().map_id()
         }
 
+        /// The [`map_id`](Self::map_id) of the map kept in `dir`, read
+        /// without opening it (nothing is locked, recovered or changed):
+        /// None if `dir` holds no map; [`Error::Corrupt`] or
+        /// [`Error::Incompatible`] if its map file's header is not a valid
+        /// one. For tools that keep files beside a map's and must check
+        /// them before the open changes anything.
+        ///
+        /// ```
+        /// let dir = std::env::temp_dir().join(format!("dlht-doc-id-of-{}", std::process::id()));
+        /// # let _ = std::fs::remove_dir_all(&dir);
+        /// assert_eq!(dlht::FileByteMap::map_id_of(&dir).unwrap(), None);
+        /// let id = dlht::FileByteMap::open(&dir).unwrap().map_id();
+        /// assert_eq!(dlht::FileByteMap::map_id_of(&dir).unwrap(), Some(id));
+        /// # std::fs::remove_dir_all(&dir).unwrap();
+        /// ```
+        pub fn map_id_of(dir: impl AsRef<Path>) -> Result<Option<u64>, Error> {
+            crate::persist::MapFile::read_map_id(dir.as_ref())
+        }
+
         /// What the background reclamation of the heap has done so far.
         pub fn heap_reclaim(&self) -> HeapReclaim {
             self.heap().reclaim_state()

@@ -247,10 +247,9 @@ impl MapHeader {
         }
     }
 
-    /// Check a header read from a file, for a map of `kind` with these key
-    /// and value sizes. The hash check is the caller's (it needs the
-    /// hasher).
-    pub fn check(&self, kind: MapKind, key_bytes: usize, value_bytes: usize) -> Result<(), Error> {
+    /// Check the fields set once, when the file was made: magic, byte
+    /// order, layout version and their checksum (whatever the map holds).
+    pub fn check_fixed(&self) -> Result<(), Error> {
         if self.magic != MAP_MAGIC {
             return Err(Error::Corrupt { what: "the map file does not start with dlht's magic" });
         }
@@ -265,6 +264,14 @@ impl MapHeader {
         if self.header_crc != self.crc() {
             return Err(Error::Corrupt { what: "the map file's header is damaged (its checksum differs)" });
         }
+        Ok(())
+    }
+
+    /// Check a header read from a file, for a map of `kind` with these key
+    /// and value sizes. The hash check is the caller's (it needs the
+    /// hasher).
+    pub fn check(&self, kind: MapKind, key_bytes: usize, value_bytes: usize) -> Result<(), Error> {
+        self.check_fixed()?;
         if self.kind != kind as u32 {
             return Err(Error::Incompatible { what: "the map file holds another kind of map" });
         }

@@ -639,6 +639,29 @@ mod imp {
             self.header().state.store(CLEAN, Ordering::Release);
         }
 
+        /// The map id of the map kept in `dir`, read without opening or
+        /// changing anything (no lock, no recovery): None if `dir` holds no
+        /// map file; an error if its header is not a valid one.
+        pub fn read_map_id(dir: &Path) -> Result<Option<u64>, Error> {
+            use std::os::unix::fs::FileExt;
+            let file = match std::fs::File::open(dir.join(files::MAP_FILE)) {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+                r => r.map_err(files::io("opening the map file"))?,
+            };
+            // A page, 8-aligned, read whole (a header is integers and
+            // atomics: any bytes are one).
+            let mut page = vec![0u64; PAGE / 8];
+            // SAFETY: the vector's bytes, as bytes.
+            let bytes = unsafe { core::slice::from_raw_parts_mut(page.as_mut_ptr().cast::<u8>(), PAGE) };
+            file.read_exact_at(bytes, 0).map_err(|_| Error::Corrupt {
+                what: "the map file is shorter than its layout (truncated)",
+            })?;
+            // SAFETY: a page, aligned for the header, which fits in it.
+            let h = unsafe { &*(page.as_ptr() as *const MapHeader) };
+            h.check_fixed()?;
+            Ok(Some(h.map_id))
+        }
+
         /// Check the map file's hash check against `hash`.
         pub fn check_hash(&self, hash: impl Fn(u64) -> u64) -> Result<(), Error> {
             if HASH_CHECK_WORDS.map(hash) != self.header().hash_check {
