@@ -280,9 +280,9 @@ impl Store {
     /// and expiry times, and the clock goes on from the previous run's.
     pub fn open(dir: &std::path::Path, settings: Settings) -> std::io::Result<Self> {
         let io = |e: dlht::Error| std::io::Error::other(format!("{}: {e}", dir.display()));
-        // Refuse what can be refused before the open, which creates or
-        // recovers a map.
-        restart::Restart::check_before_open(dir)?;
+        // Refuse a meta file that does not name the directory's map before
+        // the open, which creates or recovers a map.
+        restart::Restart::check_before_open(dir, Items::map_id_of(dir).map_err(io)?)?;
         // The heap has room for the memory limit twice over (size classes
         // round values up), and never less than 64 MiB; sparse on disk.
         let heap = settings.limit_maxbytes.saturating_mul(2).max(64 << 20);

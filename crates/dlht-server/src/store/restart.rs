@@ -156,28 +156,25 @@ impl Restart {
         }
     }
 
-    /// Check what can be checked of `dir` before its map is opened (an
-    /// open creates or recovers the map, changing the directory): its meta
-    /// file, if any, must be whole and name a map, and a directory with a
-    /// meta file must hold something else — an open would make a new map,
-    /// which the meta file does not name.
-    pub fn check_before_open(dir: &Path) -> io::Result<()> {
+    /// Check `dir`'s meta file, if any, before its map is opened (an open
+    /// creates or recovers the map, changing the directory): it must be
+    /// whole and name `map_id`, the map the directory holds
+    /// (`FileByteMap::map_id_of`; None: no map yet, which an open would
+    /// make anew, named by no meta file).
+    pub fn check_before_open(dir: &Path, map_id: Option<u64>) -> io::Result<()> {
         let Some(meta) = Self::read(dir)? else { return Ok(()) };
-        for entry in std::fs::read_dir(dir).map_err(about(dir))? {
-            let name = entry.map_err(about(dir))?.file_name();
-            if name != META_FILE && name != TMP_FILE {
-                return Ok(());
-            }
+        match map_id {
+            Some(id) => Self::check_map(dir, &meta, id),
+            None => Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "{} names map {:016x}, but {} holds no map: the meta file was copied from another directory",
+                    dir.join(META_FILE).display(),
+                    meta.map_id,
+                    dir.display()
+                ),
+            )),
         }
-        Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!(
-                "{} names map {:016x}, but {} holds no map: the meta file was copied from another directory",
-                dir.join(META_FILE).display(),
-                meta.map_id,
-                dir.display()
-            ),
-        ))
     }
 
     /// Refuse `meta`, read from `dir`, unless it names the map opened
@@ -364,7 +361,7 @@ mod tests {
             let before = listing(&dir);
             for e in [
                 Restart::read(&dir).unwrap_err(),
-                Restart::check_before_open(&dir).unwrap_err(),
+                Restart::check_before_open(&dir, None).unwrap_err(),
                 crate::store::Store::open(&dir, Default::default()).err().unwrap(),
             ] {
                 let e = e.to_string();
@@ -401,16 +398,17 @@ mod tests {
         std::fs::write(dir.join(META_FILE), old).unwrap();
         let e = Restart::read(&dir).unwrap_err();
         assert!(e.to_string().contains(META_FILE) && e.to_string().contains("older"), "{e}");
-        assert!(Restart::check_before_open(&dir).is_err());
+        assert!(Restart::check_before_open(&dir, Some(7)).is_err());
         std::fs::write(dir.join(META_FILE), "dlht-server 2\nmap_id 1\n").unwrap();
         let e = Restart::read(&dir).unwrap_err();
         assert!(e.to_string().contains(META_FILE) && e.to_string().contains("damaged"), "{e}");
         // A whole meta file beside no map: an open would make a new one.
         std::fs::write(dir.join(META_FILE), Meta { map_id: 7, ..Meta::default() }.encode()).unwrap();
-        let e = Restart::check_before_open(&dir).unwrap_err();
+        let e = Restart::check_before_open(&dir, None).unwrap_err();
         assert!(e.to_string().contains("holds no map"), "{e}");
-        std::fs::write(dir.join("map.dlht"), b"").unwrap();
-        Restart::check_before_open(&dir).unwrap();
+        Restart::check_before_open(&dir, Some(7)).unwrap();
+        let e = Restart::check_before_open(&dir, Some(8)).unwrap_err();
+        assert!(e.to_string().contains(META_FILE) && e.to_string().contains("another map"), "{e}");
         let m = Restart::read(&dir).unwrap().unwrap();
         Restart::check_map(&dir, &m, 7).unwrap();
         let e = Restart::check_map(&dir, &m, 8).unwrap_err();
