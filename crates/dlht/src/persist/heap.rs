@@ -390,11 +390,19 @@ enum Space {
 enum SlabLayout {
     /// Class 0: a free slab.
     Free,
-    /// `blocks` blocks `size` bytes apart (one, for a run), over `step`
-    /// slabs.
-    Blocks { blocks: usize, size: usize, step: usize },
+    /// A class's slab, or a large run.
+    Blocks(Blocks),
     /// A header no slab has: skip that many slabs, or (None) stop there.
     Damaged { skip: Option<usize> },
+}
+
+/// The blocks of a slab: `count` blocks `size` bytes apart (one, for a
+/// run), over `slabs` slabs.
+#[derive(Clone, Copy)]
+struct Blocks {
+    count: usize,
+    size: usize,
+    slabs: usize,
 }
 
 /// What the background reclamation of a heap has done.
@@ -742,6 +750,11 @@ impl Heap {
         self.damaged.fetch_add(1, Ordering::Relaxed); // a count
     }
 
+    /// The payload of slab `s`'s first block (a run's only one).
+    fn first_block(&self, s: usize) -> usize {
+        self.lo() + s * SLAB + SlabHeader::BYTES + BlockState::PREFIX
+    }
+
     fn current(&self) -> u64 {
         // Relaxed: set before the heap was published open (Release/Acquire).
         self.incarnation.load(Ordering::Relaxed)
@@ -801,7 +814,7 @@ impl Heap {
         // which the next open's pre-pass frees.
         let size = CLASS_BYTES[c];
         let n = (SLAB - SlabHeader::BYTES) / size;
-        let first = self.lo() + slab * SLAB + SlabHeader::BYTES + BlockState::PREFIX;
+        let first = self.first_block(slab);
         let free = BlockState::new(self.current(), BlockState::FREE).bits();
         for i in 0..n {
             // Relaxed: the slab is this thread's alone; published to scans
@@ -834,7 +847,7 @@ impl Heap {
         };
         // As a carve: the block's state first, then the run's header (a
         // crash before it leaves free slabs; after it, a free run).
-        let p = self.lo() + first * SLAB + SlabHeader::BYTES + BlockState::PREFIX;
+        let p = self.first_block(first);
         // Relaxed: as in `alloc_small`.
         self.state_of(p).store(BlockState::new(self.current(), BlockState::FREE).bits(), Ordering::Relaxed);
         super::crash::at(super::crash::CrashPoint::HeapCarving);
@@ -1017,11 +1030,11 @@ impl Heap {
     /// the file, where its slab's class (or large run) puts a block.
     pub fn block_bytes(&self, payload: usize) -> Option<usize> {
         let lo = self.lo();
-        if !(lo + SLAB + SlabHeader::BYTES + BlockState::PREFIX..lo + self.bytes()).contains(&payload) {
+        if !(self.first_block(1)..lo + self.bytes()).contains(&payload) {
             return None;
         }
         let slab = (payload - lo) / SLAB;
-        let first = lo + slab * SLAB + SlabHeader::BYTES + BlockState::PREFIX;
+        let first = self.first_block(slab);
         let h = self.slab(slab);
         match h.class.load(Ordering::Relaxed) {
             SlabHeader::LARGE => {
@@ -1077,11 +1090,11 @@ impl Heap {
                 if n == 0 || s + n > end {
                     return SlabLayout::Damaged { skip: None };
                 }
-                SlabLayout::Blocks { blocks: 1, size: 0, step: n }
+                SlabLayout::Blocks(Blocks { count: 1, size: 0, slabs: n })
             }
             c if (c as usize) <= CLASSES => {
                 let size = CLASS_BYTES[c as usize - 1];
-                SlabLayout::Blocks { blocks: (SLAB - SlabHeader::BYTES) / size, size, step: 1 }
+                SlabLayout::Blocks(Blocks { count: (SLAB - SlabHeader::BYTES) / size, size, slabs: 1 })
             }
             _ => SlabLayout::Damaged { skip: Some(1) },
         }
@@ -1139,11 +1152,13 @@ impl Heap {
                 // A run that does not fit: the rest is left alone (as the
                 // walk leaves a damaged index's words).
                 SlabLayout::Damaged { skip: None } => end,
-                SlabLayout::Blocks { blocks, size, step } => {
-                    if self.prepass_blocks(s, blocks, size, step) {
+                SlabLayout::Blocks(b) => {
+                    // A damaged state word (neither state) is left out.
+                    let unreachable = |st| st == BlockState::FREE || st == BlockState::RETIRED;
+                    if self.free_earlier(s, b, unreachable) {
                         pp.sweep.push(s);
                     }
-                    s + step
+                    s + b.slabs
                 }
             }
         };
@@ -1154,41 +1169,40 @@ impl Heap {
         true
     }
 
-    /// The pre-pass's step over the `blocks` blocks of slab `s` (`size`
-    /// bytes apart, over `step` slabs): true if it holds live blocks of an
-    /// earlier incarnation (the sweep's).
-    fn prepass_blocks(&self, s: usize, blocks: usize, size: usize, step: usize) -> bool {
+    /// Free the blocks `b` of slab `s` that an earlier incarnation left in
+    /// a state `frees` takes: each CASed to FREE in this incarnation, which alone
+    /// grants the right to put it on a free list, then settled (`settle`).
+    /// The pre-pass frees those FREE or RETIRED, the sweep every one left.
+    /// True if it left a live block of an earlier incarnation (the pre-pass
+    /// leaves those to the sweep).
+    fn free_earlier(&self, s: usize, b: Blocks, frees: fn(u64) -> bool) -> bool {
         let inc = self.current();
         let free = BlockState::new(inc, BlockState::FREE).bits();
-        let first = self.lo() + s * SLAB + SlabHeader::BYTES + BlockState::PREFIX;
-        let (mut won, mut freed, mut live) = (Vec::new(), 0, false);
-        for i in 0..blocks {
-            let p = first + i * size;
+        let first = self.first_block(s);
+        let (mut won, mut freed, mut left_live) = (Vec::new(), 0, false);
+        for i in 0..b.count {
+            let p = first + i * b.size;
             let st = self.state_of(p);
             let cur = BlockState::from_bits(st.load(Ordering::Relaxed));
             if cur.incarnation() >= inc {
-                continue; // this open's
+                continue; // this open's: marked, or on a list already
             }
-            match cur.state() {
-                BlockState::LIVE => live = true,
-                // Relaxed: the state word alone decides who frees it.
-                BlockState::FREE | BlockState::RETIRED
-                    if st
-                        .compare_exchange(cur.bits(), free, Ordering::Relaxed, Ordering::Relaxed)
-                        .is_ok() =>
-                {
-                    freed += usize::from(cur.state() == BlockState::RETIRED);
-                    won.push(p);
-                }
-                _ => {} // a damaged state word: the block is left out
+            if !frees(cur.state()) {
+                left_live |= cur.state() == BlockState::LIVE;
+                continue;
+            }
+            // Relaxed: the state word alone decides who frees the block.
+            if st.compare_exchange(cur.bits(), free, Ordering::Relaxed, Ordering::Relaxed).is_ok() {
+                freed += usize::from(cur.state() != BlockState::FREE);
+                won.push(p);
             }
         }
         if !won.is_empty() {
             super::crash::at(super::crash::CrashPoint::HeapReclaiming);
         }
-        self.settle(s, step, blocks, won);
+        self.settle(s, b, won);
         self.reclaimed.fetch_add(freed, Ordering::Relaxed); // a count
-        live
+        left_live
     }
 
     /// Slabs from `s` (below `end`) that are holes in the file (never
@@ -1215,15 +1229,14 @@ impl Heap {
         0
     }
 
-    /// Blocks `won` of the slab (or run of `step` slabs) at `s`, which has
-    /// `blocks`: this thread set each FREE in this incarnation with a CAS
-    /// and put none on a list. If that is every block, the slab is
-    /// nobody's but this thread's: it goes back whole (`give_slabs`), so
-    /// a slab changes class once emptied; otherwise the blocks go on free
-    /// lists.
-    fn settle(&self, s: usize, step: usize, blocks: usize, won: Vec<usize>) {
-        if won.len() == blocks {
-            self.give_slabs(s, step);
+    /// Blocks `won` of the slab (or run) at `s`, whose blocks are `b`:
+    /// this thread set each FREE in this incarnation with a CAS and put
+    /// none on a list. If that is every block, the slab is nobody's but
+    /// this thread's: it goes back whole (`give_slabs`), so a slab changes
+    /// class once emptied; otherwise the blocks go on free lists.
+    fn settle(&self, s: usize, b: Blocks, won: Vec<usize>) {
+        if won.len() == b.count {
+            self.give_slabs(s, b.slabs);
         } else if !won.is_empty() {
             self.push_free(&won);
         }
@@ -1329,8 +1342,6 @@ impl Heap {
     /// replaced, before a crash). Free slabs and blocks already free or
     /// retired were the pre-pass's.
     pub fn sweep(&self, stop: &AtomicBool) {
-        let inc = self.current();
-        let free = BlockState::new(inc, BlockState::FREE).bits();
         let (slabs, end) = {
             let mut pp = self.prepass.lock().unwrap_or_else(|e| e.into_inner());
             if pp.next < pp.end {
@@ -1338,39 +1349,16 @@ impl Heap {
             }
             (std::mem::take(&mut pp.sweep), pp.end)
         };
-        let mut freed = 0;
         for s in slabs {
             if !self.open.load(Ordering::Acquire) || stop.load(Ordering::Relaxed) {
                 return; // closing: the next open's reclamation does it all
             }
             // A slab with a live block is not given back or carved by
             // anyone but this sweep: its layout is the pre-pass's.
-            let SlabLayout::Blocks { blocks, size, step } = self.layout_of(s, end) else {
-                continue;
-            };
-            let first = self.lo() + s * SLAB + SlabHeader::BYTES + BlockState::PREFIX;
-            let mut won = Vec::new();
-            for i in 0..blocks {
-                let p = first + i * size;
-                let st = self.state_of(p);
-                let cur = BlockState::from_bits(st.load(Ordering::Relaxed));
-                if cur.incarnation() >= inc {
-                    continue; // this open's: marked, or on a list already
-                }
-                // Relaxed: the state word alone decides who frees the block.
-                if st.compare_exchange(cur.bits(), free, Ordering::Relaxed, Ordering::Relaxed).is_ok() {
-                    if cur.state() != BlockState::FREE {
-                        freed += 1;
-                    }
-                    won.push(p);
-                }
+            if let SlabLayout::Blocks(b) = self.layout_of(s, end) {
+                self.free_earlier(s, b, |_| true);
             }
-            if !won.is_empty() {
-                super::crash::at(super::crash::CrashPoint::HeapReclaiming);
-            }
-            self.settle(s, step, blocks, won);
         }
-        self.reclaimed.fetch_add(freed, Ordering::Relaxed); // a count
         self.reclaim_done.store(true, Ordering::Release);
     }
 
