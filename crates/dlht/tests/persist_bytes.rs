@@ -7,6 +7,8 @@
 //!
 //! `DLHT_CRASH_KILLS=N` runs N kills (default 200).
 
+mod crash_child;
+
 use dlht::{Error, FileByteMap, OpenOptions};
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
@@ -199,18 +201,18 @@ fn leak_child() {
 
 #[test]
 fn blocks_a_crash_leaked_are_reclaimed_in_the_background() {
-    use std::os::unix::process::ExitStatusExt;
     let dir = fresh_dir("leak");
     drop(FileByteMap::open(&dir).unwrap());
-    let status = Command::new(std::env::current_exe().unwrap())
+    let spec = "heap-filled:1001";
+    let mut child = Command::new(std::env::current_exe().unwrap())
         .args(["--exact", "leak_child", "--nocapture", "--test-threads=1"])
         .env("DLHT_LEAK_CHILD", &dir)
-        .env("DLHT_CRASH_AT", "heap-filled:1001")
+        .env("DLHT_CRASH_AT", spec)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
-        .status()
+        .spawn()
         .unwrap();
-    assert_eq!(status.signal(), Some(libc::SIGABRT), "the child did not crash at the point");
+    crash_child::wait_for_abort(&mut child, spec);
     let m = FileByteMap::open(&dir).unwrap();
     assert!(m.recovery().crashed);
     assert_eq!(m.len(), 0);
@@ -391,6 +393,17 @@ fn spawn_child(
     (child, reader)
 }
 
+/// A child of `run_seed` over `keys` keys, in a directory holding
+/// `model`, crashed at `spec` (`DLHT_CRASH_AT`); then the reopen is
+/// checked (`check_after_crash`).
+fn crash_and_recover(dir: &Path, spec: &str, model: &Pairs, run_seed: u64, keys: u64) {
+    let (mut child, reader) = spawn_child(dir, run_seed, keys, Some(("DLHT_CRASH_AT", spec.to_owned())));
+    crash_child::wait_for_abort(&mut child, spec);
+    let acked = reader.join().unwrap();
+    check_after_crash(dir, spec, model, run_seed, keys, acked)
+        .unwrap_or_else(|| panic!("{spec}: the map was not made"));
+}
+
 /// Reopen after a child of `run_seed` died having acknowledged `acked`:
 /// the map holds `model` plus every acknowledged op, each thread's next op
 /// done or not (a batch: each of its pairs), nothing else, every value
@@ -537,8 +550,7 @@ fn every_acknowledged_byte_write_survives_kill_9() {
         let run_seed = splitmix(&mut seed) & !1 | mode;
         let (mut child, reader) = spawn_child(&dir, run_seed, keys, None);
         std::thread::sleep(Duration::from_millis(5 + splitmix(&mut seed) % 75));
-        // SAFETY: sending SIGKILL to our own child, which has not been waited for.
-        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGKILL) };
+        let _ = child.kill(); // SIGKILL
         let _ = child.wait();
         let acked = reader.join().unwrap();
         if let Some((got, r, freed)) =
@@ -562,7 +574,6 @@ fn every_acknowledged_byte_write_survives_kill_9() {
 /// 7th and 50th arrival and recovered.
 #[test]
 fn every_heap_crash_point_is_recovered() {
-    use std::os::unix::process::ExitStatusExt;
     let dir = fresh_dir("points");
     let mut seed = 0xbeef_u64;
     for name in [
@@ -575,28 +586,13 @@ fn every_heap_crash_point_is_recovered() {
     ] {
         for nth in [1, 7, 50] {
             let _ = std::fs::remove_dir_all(&dir);
-            let run_seed = splitmix(&mut seed) | 1;
-            let keys = 20_000;
-            let spec = format!("{name}:{nth}");
-            let (mut child, reader) =
-                spawn_child(&dir, run_seed, keys, Some(("DLHT_CRASH_AT", spec.clone())));
-            let bound = Duration::from_secs(if cfg!(debug_assertions) { 180 } else { 60 });
-            let deadline = Instant::now() + bound;
-            let status = loop {
-                if let Some(s) = child.try_wait().unwrap() {
-                    break s;
-                }
-                if Instant::now() > deadline {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    panic!("{spec}: never reached in {bound:?}");
-                }
-                std::thread::sleep(Duration::from_millis(5));
-            };
-            assert_eq!(status.signal(), Some(libc::SIGABRT), "{spec}: the child did not stop at the point");
-            let acked = reader.join().unwrap();
-            check_after_crash(&dir, &spec, &HashMap::new(), run_seed, keys, acked)
-                .unwrap_or_else(|| panic!("{spec}: the map was not made"));
+            crash_and_recover(
+                &dir,
+                &format!("{name}:{nth}"),
+                &HashMap::new(),
+                splitmix(&mut seed) | 1,
+                20_000,
+            );
         }
     }
     let _ = std::fs::remove_dir_all(&dir);
@@ -869,8 +865,7 @@ fn kill_9_loops_keep_the_heap_bounded() {
         let run_seed = splitmix(&mut seed) | 1;
         let (mut child, reader) = spawn_child(&dir, run_seed, keys, None);
         std::thread::sleep(Duration::from_millis(5 + splitmix(&mut seed) % 75));
-        // SAFETY: sending SIGKILL to our own child, which has not been waited for.
-        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGKILL) };
+        let _ = child.kill(); // SIGKILL
         let _ = child.wait();
         let acked = reader.join().unwrap();
         if let Some((got, _, _)) =
@@ -899,7 +894,6 @@ fn kill_9_loops_keep_the_heap_bounded() {
 /// reclaimed and reused without touching one still reachable).
 #[test]
 fn every_heap_reclamation_crash_point_is_recovered() {
-    use std::os::unix::process::ExitStatusExt;
     let dir = fresh_dir("reclaim-points");
     let mut seed = 0xfee1_u64;
     for (name, nths) in [
@@ -925,28 +919,7 @@ fn every_heap_reclamation_crash_point_is_recovered() {
                 }
                 contents(&m)
             };
-            let run_seed = splitmix(&mut seed) | 1;
-            let keys = 3000;
-            let spec = format!("{name}:{nth}");
-            let (mut child, reader) =
-                spawn_child(&dir, run_seed, keys, Some(("DLHT_CRASH_AT", spec.clone())));
-            let bound = Duration::from_secs(if cfg!(debug_assertions) { 180 } else { 60 });
-            let deadline = Instant::now() + bound;
-            let status = loop {
-                if let Some(s) = child.try_wait().unwrap() {
-                    break s;
-                }
-                if Instant::now() > deadline {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    panic!("{spec}: never reached in {bound:?}");
-                }
-                std::thread::sleep(Duration::from_millis(5));
-            };
-            assert_eq!(status.signal(), Some(libc::SIGABRT), "{spec}: the child did not stop at the point");
-            let acked = reader.join().unwrap();
-            check_after_crash(&dir, &spec, &model, run_seed, keys, acked)
-                .unwrap_or_else(|| panic!("{spec}: the map was not made"));
+            crash_and_recover(&dir, &format!("{name}:{nth}"), &model, splitmix(&mut seed) | 1, 3000);
         }
     }
     let _ = std::fs::remove_dir_all(&dir);
