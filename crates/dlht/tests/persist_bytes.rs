@@ -693,6 +693,51 @@ fn damaged_heap_files_are_refused_and_left_as_they_were() {
     std::fs::remove_dir_all(&other).unwrap();
 }
 
+/// A damaged slab header does not spread: a free large run whose slab
+/// count was damaged to cover every slab after it (live ones) is not given
+/// back over them — the heap's reclamation and later writes leave every
+/// other value where it was. (Slab headers mirror `persist::heap`: slab 1
+/// at 64 KiB, its class (`u32::MAX`: a large run) and slab count first;
+/// the bump pointer at byte 48 of the heap's header.)
+#[test]
+fn a_damaged_slab_header_frees_no_live_block() {
+    use std::os::unix::fs::FileExt;
+    let dir = fresh_dir("slab-header");
+    let small = |j: u64| format!("value {j} ").repeat(8).into_bytes();
+    {
+        let m = FileByteMap::open_with(&dir, OpenOptions::new().heap_bytes(1 << 24)).unwrap();
+        let g = m.guard();
+        m.upsert(b"large", &[7u8; 30_000], &g).unwrap(); // slab 1, the first allocated
+        for j in 0..2000 {
+            m.upsert(&key(5, j), &small(j), &g).unwrap(); // slabs 2 and on
+        }
+        m.remove(b"large", &g); // retired, or freed: unreachable at the next open
+    }
+    let heap = std::fs::OpenOptions::new().read(true).write(true).open(dir.join("heap.dlht")).unwrap();
+    let word = |at: u64| {
+        let mut b = [0u8; 8];
+        heap.read_exact_at(&mut b, at).unwrap();
+        u64::from_le_bytes(b)
+    };
+    let (slab1, next_slab) = (word(64 << 10), word(48));
+    assert_eq!(slab1, 1 << 32 | u32::MAX as u64, "slab 1 is not a run of one slab");
+    assert!(next_slab > 3, "the values take more slabs");
+    heap.write_all_at(&(next_slab as u32 - 1).to_le_bytes(), (64 << 10) + 4).unwrap();
+    drop(heap);
+    let m = FileByteMap::open(&dir).unwrap();
+    m.wait_heap_reclaimed();
+    let g = m.guard();
+    for j in 0..2000 {
+        m.upsert(&key(6, j), &small(j + 1), &g).unwrap();
+    }
+    for j in 0..2000 {
+        assert_eq!(m.get(&key(5, j), &g).as_deref(), Some(&small(j)[..]), "value {j} lost");
+        assert_eq!(m.get(&key(6, j), &g).as_deref(), Some(&small(j + 1)[..]));
+    }
+    drop((g, m));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// Frees deferred by epoch reclamation past a map's close (a guard still
 /// pinned then) do nothing to the next open of the same heap — whose
 /// reclamation gives those blocks back and reuses them — nor to another

@@ -56,8 +56,9 @@ pub const HEAP_FILE: &str = "heap.dlht";
 /// First bytes of a heap file.
 pub const HEAP_MAGIC: [u8; 8] = *b"DLHT-HEP";
 /// Version of the heap file's layout (2: the header names its map and
-/// stamp and is checksummed; blocks are sealed).
-pub const HEAP_LAYOUT_VERSION: u32 = 2;
+/// stamp and is checksummed; blocks are sealed; 3: slab headers are
+/// checked).
+pub const HEAP_LAYOUT_VERSION: u32 = 3;
 /// The unit the heap grows by, and of a size class's blocks.
 pub const SLAB: usize = 64 << 10;
 /// A heap's default size (the file is sparse: only used slabs take disk).
@@ -138,15 +139,32 @@ impl HeapHeader {
     }
 }
 
-/// The first 16 bytes of a slab: what its blocks are. All zero: a slab
-/// the bump pointer passed but no block was ever carved from (free).
+/// The first 16 bytes of a slab: what its blocks are, and a check of
+/// that. Class 0, whatever the rest holds: a free slab (the bump pointer
+/// passed it but no block was carved from it, or it was given back).
 #[repr(C)]
 pub struct SlabHeader {
-    /// 0: unused; `1 + c`: blocks of class `c`; [`SlabHeader::LARGE`]: a run.
-    pub class: AtomicU32,
+    /// 0: free; `1 + c`: blocks of class `c`; [`SlabHeader::LARGE`]: a run.
+    class: AtomicU32,
     /// Slabs of a large run (1 for a class slab).
-    pub slabs: AtomicU32,
-    _reserved: u64,
+    slabs: AtomicU32,
+    /// `!(class | slabs << 32)`: a header whose check differs is damaged,
+    /// and its blocks are neither served nor reused (a damaged run length
+    /// would hand out, or give back, the live slabs after the run).
+    check: AtomicU64,
+}
+
+/// What a slab's header says, checked ([`SlabHeader::kind`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SlabKind {
+    /// A free slab.
+    Free,
+    /// Blocks of size class `c`.
+    Class(usize),
+    /// A large run: one block over that many slabs (not checked to fit).
+    Run(usize),
+    /// No header a slab has: an unknown class, or a check that differs.
+    Damaged,
 }
 
 impl SlabHeader {
@@ -154,6 +172,56 @@ impl SlabHeader {
     pub const LARGE: u32 = u32::MAX;
     /// Bytes before the first block.
     pub const BYTES: usize = 16;
+
+    fn check_of(class: u32, slabs: u32) -> u64 {
+        !(u64::from(class) | u64::from(slabs) << 32)
+    }
+
+    /// What the header says; `order` is the class's load's (Acquire: with
+    /// the block states written before it, see [`set`](Self::set)).
+    fn kind(&self, order: Ordering) -> SlabKind {
+        let class = self.class.load(order);
+        if class == 0 {
+            return SlabKind::Free;
+        }
+        // Relaxed: written before the class (see `set`).
+        let slabs = self.slabs.load(Ordering::Relaxed);
+        if self.check.load(Ordering::Relaxed) != Self::check_of(class, slabs) {
+            return SlabKind::Damaged;
+        }
+        match class {
+            Self::LARGE => SlabKind::Run(slabs as usize),
+            c if c as usize <= CLASSES => SlabKind::Class(c as usize - 1),
+            _ => SlabKind::Damaged,
+        }
+    }
+
+    /// Write the header of a slab this thread carved as `kind` (a class's
+    /// slab or a run), its class last.
+    fn set(&self, kind: SlabKind) {
+        let (class, slabs) = match kind {
+            SlabKind::Class(c) => (1 + c as u32, 1),
+            SlabKind::Run(n) => (Self::LARGE, n as u32),
+            SlabKind::Free | SlabKind::Damaged => unreachable!("dlht invariant: a carve writes blocks"),
+        };
+        // Relaxed: the slab is this thread's alone; published with the
+        // class below.
+        self.slabs.store(slabs, Ordering::Relaxed);
+        self.check.store(Self::check_of(class, slabs), Ordering::Relaxed);
+        // Release: a scan that reads the class (Acquire) reads the rest,
+        // and the block states the carve wrote before.
+        self.class.store(class, Ordering::Release);
+    }
+
+    /// Zero the header of a slab given back (its class first: a crash
+    /// after it leaves a free slab, whatever the rest holds).
+    fn clear(&self) {
+        // Relaxed: the slab is this thread's alone until the free set (a
+        // mutex) hands it out.
+        self.class.store(0, Ordering::Relaxed);
+        self.slabs.store(0, Ordering::Relaxed);
+        self.check.store(0, Ordering::Relaxed);
+    }
 }
 
 /// A block's state word: `incarnation << 2 | state`.
@@ -818,14 +886,11 @@ impl Heap {
         let free = BlockState::new(self.current(), BlockState::FREE).bits();
         for i in 0..n {
             // Relaxed: the slab is this thread's alone; published to scans
-            // by the class's Release below.
+            // with its class (`SlabHeader::set`).
             self.state_of(first + i * size).store(free, Ordering::Relaxed);
         }
         super::crash::at(super::crash::CrashPoint::HeapCarving);
-        let h = self.slab(slab);
-        h.slabs.store(1, Ordering::Relaxed);
-        // Release: a scan that reads the class (Acquire) reads these states.
-        h.class.store(1 + c as u32, Ordering::Release);
+        self.slab(slab).set(SlabKind::Class(c));
         let mut list = self.free[c][Self::shard()].lock().unwrap_or_else(|e| e.into_inner());
         list.extend((1..n).rev().map(|i| first + i * size));
         Ok(first)
@@ -851,10 +916,7 @@ impl Heap {
         // Relaxed: as in `alloc_small`.
         self.state_of(p).store(BlockState::new(self.current(), BlockState::FREE).bits(), Ordering::Relaxed);
         super::crash::at(super::crash::CrashPoint::HeapCarving);
-        let h = self.slab(first);
-        h.slabs.store(slabs as u32, Ordering::Relaxed);
-        // Release: as in `alloc_small`.
-        h.class.store(SlabHeader::LARGE, Ordering::Release);
+        self.slab(first).set(SlabKind::Run(slabs));
         Ok(p)
     }
 
@@ -1005,17 +1067,16 @@ impl Heap {
     fn push_free(&self, blocks: &[usize]) {
         let Some(&payload) = blocks.first() else { return };
         let slab = (payload - self.lo()) / SLAB;
-        let h = self.slab(slab);
-        match h.class.load(Ordering::Relaxed) {
-            SlabHeader::LARGE => {
-                let n = h.slabs.load(Ordering::Relaxed) as usize;
+        // Relaxed: the slab's header was written before its blocks were
+        // handed out, and this thread owns them now (it won their states).
+        match self.slab(slab).kind(Ordering::Relaxed) {
+            SlabKind::Run(n) => {
                 self.large.lock().unwrap_or_else(|e| e.into_inner()).entry(n).or_default().extend(blocks);
             }
-            c if (1..=CLASSES as u32).contains(&c) => {
-                let c = c as usize - 1;
+            SlabKind::Class(c) => {
                 self.free[c][Self::shard()].lock().unwrap_or_else(|e| e.into_inner()).extend(blocks);
             }
-            _ => {} // a damaged slab header: the blocks are left out
+            SlabKind::Free | SlabKind::Damaged => {} // a damaged slab header: the blocks are left out
         }
     }
 
@@ -1035,20 +1096,20 @@ impl Heap {
         }
         let slab = (payload - lo) / SLAB;
         let first = self.first_block(slab);
-        let h = self.slab(slab);
-        match h.class.load(Ordering::Relaxed) {
-            SlabHeader::LARGE => {
-                let slabs = h.slabs.load(Ordering::Relaxed) as usize;
+        // Relaxed: a block reached through an index word (an acquire) was
+        // published after its slab's header was written.
+        match self.slab(slab).kind(Ordering::Relaxed) {
+            SlabKind::Run(slabs) => {
                 let fits = slabs >= 1 && slab + slabs <= self.bytes() / SLAB;
                 (payload == first && fits).then(|| slabs * SLAB - SlabHeader::BYTES - BlockState::PREFIX)
             }
-            c if (1..=CLASSES as u32).contains(&c) => {
-                let size = CLASS_BYTES[c as usize - 1];
+            SlabKind::Class(c) => {
+                let size = CLASS_BYTES[c];
                 let at = payload - first;
                 (at % size == 0 && at / size < (SLAB - SlabHeader::BYTES) / size)
                     .then(|| size - BlockState::PREFIX)
             }
-            _ => None,
+            SlabKind::Free | SlabKind::Damaged => None,
         }
     }
 
@@ -1077,26 +1138,20 @@ impl Heap {
     /// Where the blocks of slab `s` are, by its header (`end`: the bump
     /// pointer at the open).
     fn layout_of(&self, s: usize, end: usize) -> SlabLayout {
-        let h = self.slab(s);
         // Acquire: a slab carved or made a run in this open is read with
-        // the states written before its class (see `alloc_small`). Scans
-        // meet none (free slabs are behind the pre-pass's cursor, and the
-        // sweep visits only slabs holding live blocks); this keeps one
-        // sound if they did.
-        match h.class.load(Ordering::Acquire) {
-            0 => SlabLayout::Free,
-            SlabHeader::LARGE => {
-                let n = h.slabs.load(Ordering::Relaxed) as usize;
-                if n == 0 || s + n > end {
-                    return SlabLayout::Damaged { skip: None };
-                }
-                SlabLayout::Blocks(Blocks { count: 1, size: 0, slabs: n })
-            }
-            c if (c as usize) <= CLASSES => {
-                let size = CLASS_BYTES[c as usize - 1];
+        // the states written before its class (see `SlabHeader::set`).
+        // Scans meet none (free slabs are behind the pre-pass's cursor,
+        // and the sweep visits only slabs holding live blocks); this keeps
+        // one sound if they did.
+        match self.slab(s).kind(Ordering::Acquire) {
+            SlabKind::Free => SlabLayout::Free,
+            SlabKind::Run(n) if n == 0 || s + n > end => SlabLayout::Damaged { skip: None },
+            SlabKind::Run(n) => SlabLayout::Blocks(Blocks { count: 1, size: 0, slabs: n }),
+            SlabKind::Class(c) => {
+                let size = CLASS_BYTES[c];
                 SlabLayout::Blocks(Blocks { count: (SLAB - SlabHeader::BYTES) / size, size, slabs: 1 })
             }
-            _ => SlabLayout::Damaged { skip: Some(1) },
+            SlabKind::Damaged => SlabLayout::Damaged { skip: Some(1) },
         }
     }
 
@@ -1251,16 +1306,9 @@ impl Heap {
     /// and free, for the next open. Only then are they handed out; their
     /// disk is given back later, if they are still free then (`trim`).
     fn give_slabs(&self, s: usize, n: usize) {
-        let zero = |i: usize| {
-            let h = self.slab(i);
-            // Relaxed: the slab is this thread's alone until the free set
-            // (a mutex) hands it out.
-            h.class.store(0, Ordering::Relaxed);
-            h.slabs.store(0, Ordering::Relaxed);
-        };
-        (s + 1..s + n).for_each(zero);
+        (s + 1..s + n).for_each(|i| self.slab(i).clear());
         super::crash::at(super::crash::CrashPoint::HeapGivingBack);
-        zero(s);
+        self.slab(s).clear();
         self.add_free_slabs(s, n);
         self.add_untrimmed(s, n);
     }
@@ -1402,6 +1450,34 @@ mod tests {
             let b = BlockState::new(inc, st);
             assert_eq!((b.incarnation(), b.state()), (inc, st));
             assert_eq!(BlockState::from_bits(b.bits()), b);
+        }
+    }
+
+    #[test]
+    fn slab_headers_are_checked() {
+        let h = SlabHeader { class: AtomicU32::new(0), slabs: AtomicU32::new(0), check: AtomicU64::new(0) };
+        assert_eq!(h.kind(Ordering::Relaxed), SlabKind::Free);
+        for kind in [SlabKind::Class(0), SlabKind::Class(CLASSES - 1), SlabKind::Run(1), SlabKind::Run(300)] {
+            h.set(kind);
+            assert_eq!(h.kind(Ordering::Relaxed), kind);
+            // Any one bit flipped: damaged, or free where the class is gone.
+            for bit in 0..128 {
+                let flip = |h: &SlabHeader| match bit {
+                    0..32 => drop(h.class.fetch_xor(1 << bit, Ordering::Relaxed)),
+                    32..64 => drop(h.slabs.fetch_xor(1 << (bit - 32), Ordering::Relaxed)),
+                    _ => drop(h.check.fetch_xor(1 << (bit - 64), Ordering::Relaxed)),
+                };
+                flip(&h);
+                let got = h.kind(Ordering::Relaxed);
+                let free = h.class.load(Ordering::Relaxed) == 0;
+                assert!(
+                    got == SlabKind::Damaged || free && got == SlabKind::Free,
+                    "{kind:?}, bit {bit}: {got:?}"
+                );
+                flip(&h);
+            }
+            h.clear();
+            assert_eq!(h.kind(Ordering::Relaxed), SlabKind::Free);
         }
     }
 
