@@ -1274,7 +1274,10 @@ impl Heap {
             // which nothing of the heap uses (it is mapped, and synced).
             let d = unsafe { libc::lseek(f.as_raw_fd(), (s * SLAB) as libc::off_t, libc::SEEK_DATA) };
             if d >= 0 {
-                return (d as usize / SLAB).min(end) - s;
+                // Clamped: an answer before `s` (which no file system should
+                // give: a FUSE one might) is data at `s`, never slabs
+                // outside the file.
+                return (d as usize / SLAB).clamp(s, end) - s;
             }
             if std::io::Error::last_os_error().raw_os_error() == Some(libc::ENXIO) {
                 return end - s; // no data up to the file's end
