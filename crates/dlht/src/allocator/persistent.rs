@@ -199,6 +199,8 @@ mod imp {
         }
         let _at_end = AtEnd(heap);
         while heap.prepass_step() {
+            // Relaxed (here and below): `stop` is a request, polled; it
+            // publishes nothing (the close joins this thread).
             if stop.load(Ordering::Relaxed) {
                 return; // closing: `AtEnd` goes on
             }

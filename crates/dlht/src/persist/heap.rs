@@ -571,6 +571,8 @@ impl Heap {
                 });
             }
         };
+        // Relaxed: these and the fields below reach other threads with the
+        // open flag (Release, at the end).
         heap.lo.store(lo, Ordering::Relaxed);
         heap.bytes.store(bytes, Ordering::Relaxed);
         heap.clear_lists();
@@ -835,6 +837,8 @@ impl Heap {
             None => self.alloc_large(payload)?,
         };
         super::crash::at(super::crash::CrashPoint::HeapAllocated);
+        // Relaxed: the block is this thread's until it is published with
+        // its element (the index's release CAS).
         self.state_of(p).store(BlockState::new(self.current(), BlockState::LIVE).bits(), Ordering::Relaxed);
         Ok(p)
     }
@@ -842,7 +846,7 @@ impl Heap {
     fn shard() -> usize {
         thread_local!(static SHARD: usize = {
             static NEXT: AtomicUsize = AtomicUsize::new(0);
-            NEXT.fetch_add(1, Ordering::Relaxed) % SHARDS
+            NEXT.fetch_add(1, Ordering::Relaxed) % SHARDS // any spread will do
         });
         SHARD.with(|s| *s)
     }
@@ -947,7 +951,7 @@ impl Heap {
         if let Some(s) = self.take_free_slabs(n) {
             return Ok(s);
         }
-        let total = (self.bytes.load(Ordering::Relaxed) / SLAB) as u64;
+        let total = (self.bytes() / SLAB) as u64;
         let next = &self.header().next_slab;
         // Relaxed: the counter alone orders slabs; a crash after the add
         // leaves zeroed slabs, which reclamation finds free.
@@ -1058,6 +1062,7 @@ impl Heap {
         }
         let inc = self.current();
         let free = BlockState::new(inc, BlockState::FREE).bits();
+        // Relaxed: the state word alone decides who frees the block.
         if self.state_of(payload).compare_exchange(from, free, Ordering::Relaxed, Ordering::Relaxed).is_ok() {
             self.push_free(&[payload]);
         }
@@ -1127,6 +1132,7 @@ impl Heap {
         }
         let inc = self.current();
         let st = self.state_of(payload);
+        // Relaxed: the state word alone is contended (a CAS decides).
         let cur = BlockState::from_bits(st.load(Ordering::Relaxed));
         if cur.state() == BlockState::LIVE && cur.incarnation() < inc {
             let now = BlockState::new(inc, BlockState::LIVE).bits();
@@ -1238,6 +1244,8 @@ impl Heap {
         for i in 0..b.count {
             let p = first + i * b.size;
             let st = self.state_of(p);
+            // Relaxed: the state word alone decides who frees the block
+            // (the CAS below).
             let cur = BlockState::from_bits(st.load(Ordering::Relaxed));
             if cur.incarnation() >= inc {
                 continue; // this open's: marked, or on a list already
@@ -1246,7 +1254,6 @@ impl Heap {
                 left_live |= cur.state() == BlockState::LIVE;
                 continue;
             }
-            // Relaxed: the state word alone decides who frees the block.
             if st.compare_exchange(cur.bits(), free, Ordering::Relaxed, Ordering::Relaxed).is_ok() {
                 freed += usize::from(cur.state() != BlockState::FREE);
                 won.push(p);
@@ -1391,7 +1398,8 @@ impl Heap {
     /// slabs the pre-pass found live blocks in (nothing reaches it: a live
     /// block the walk did not mark was allocated but never linked, or
     /// replaced, before a crash). Free slabs and blocks already free or
-    /// retired were the pre-pass's.
+    /// retired were the pre-pass's. Run by the reclaiming thread, which a
+    /// close stops (`stop`) and joins before the heap is closed.
     pub fn sweep(&self, stop: &AtomicBool) {
         let (slabs, end) = {
             let mut pp = self.prepass.lock().unwrap_or_else(|e| e.into_inner());
@@ -1401,7 +1409,8 @@ impl Heap {
             (std::mem::take(&mut pp.sweep), pp.end)
         };
         for s in slabs {
-            if !self.open.load(Ordering::Acquire) || stop.load(Ordering::Relaxed) {
+            // Relaxed: a request, polled (it publishes nothing).
+            if stop.load(Ordering::Relaxed) {
                 return; // closing: the next open's reclamation does it all
             }
             // A slab with a live block is not given back or carved by
@@ -1410,11 +1419,13 @@ impl Heap {
                 self.free_earlier(s, b, |_| true);
             }
         }
+        // Release: the counts before `done` (`reclaim_state`'s Acquire).
         self.reclaim_done.store(true, Ordering::Release);
     }
 
     /// What reclamation has done in this incarnation.
     pub fn reclaim_state(&self) -> HeapReclaim {
+        // Relaxed counts; Acquire: once done, its counts are whole.
         HeapReclaim {
             blocks_freed: self.reclaimed.load(Ordering::Relaxed),
             done: self.reclaim_done.load(Ordering::Acquire),
