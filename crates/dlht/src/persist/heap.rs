@@ -1343,7 +1343,8 @@ impl Heap {
     /// `stop`: asked before each run (true: the rest is left).
     pub fn trim(&self, stop: &dyn Fn() -> bool) {
         loop {
-            if stop() {
+            // (Relaxed: a hint, see `punch`.)
+            if stop() || self.no_punch.load(Ordering::Relaxed) {
                 return;
             }
             let Some((s, n)) = self.untrimmed.lock().unwrap_or_else(|e| e.into_inner()).pop_first() else {
@@ -1354,7 +1355,7 @@ impl Heap {
                 super::crash::at(super::crash::CrashPoint::HeapTrimming);
             }
             for &(a, k) in &pieces {
-                self.punch(a, k); // if it fails, they stay free slabs with their disk
+                self.punch(a, k);
             }
             let mut f = self.free_slabs.lock().unwrap_or_else(|e| e.into_inner());
             for (a, k) in pieces {
@@ -1364,13 +1365,13 @@ impl Heap {
     }
 
     /// Punch a hole over slabs `s..s + n` of the heap file, keeping its
-    /// size; false if that failed (a file system without it: not tried
-    /// again in this open).
-    fn punch(&self, s: usize, n: usize) -> bool {
+    /// size. If that fails they stay free slabs with their disk; a file
+    /// system without holes is not asked again in this open.
+    fn punch(&self, s: usize, n: usize) {
         if self.no_punch.load(Ordering::Relaxed) {
-            return false; // a hint: trying again is harmless
+            return; // a hint: trying again is harmless
         }
-        let Some(f) = self.file() else { return false };
+        let Some(f) = self.file() else { return };
         #[cfg(target_os = "linux")]
         loop {
             let mode = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
@@ -1379,17 +1380,16 @@ impl Heap {
             // kept, so the mapping stays whole) of free slabs no thread
             // reads or writes (see `trim`); the mapping reads zeros there.
             if unsafe { libc::fallocate(f.as_raw_fd(), mode, at, len) } == 0 {
-                return true;
+                return;
             }
             match std::io::Error::last_os_error().raw_os_error() {
                 Some(libc::EINTR) => continue,
                 Some(libc::EOPNOTSUPP | libc::ENOSYS) => break,
-                _ => return false,
+                _ => return,
             }
         }
         let _ = f;
         self.no_punch.store(true, Ordering::Relaxed); // see above
-        false
     }
 
     /// Reclamation's sweep, after the pre-pass, after every block the index
