@@ -130,14 +130,22 @@ fn a_closed_byte_map_reopens_with_every_value() {
 #[test]
 fn freed_blocks_are_reused() {
     let dir = fresh_dir("reuse");
+    let (ok, text) = run_child_test("reuse_child", "DLHT_REUSE_CHILD", &dir);
+    assert!(ok && text.contains("reused"), "the child failed:\n{text}");
+}
+
+/// Run this binary's test `name` alone in a child process, with `env` set
+/// to `dir` (the child test does nothing without it); whether it passed,
+/// and its output. `dir` is removed after.
+fn run_child_test(name: &str, env: &str, dir: &Path) -> (bool, String) {
     let out = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "reuse_child", "--nocapture", "--test-threads=1"])
-        .env("DLHT_REUSE_CHILD", &dir)
+        .args(["--exact", name, "--nocapture", "--test-threads=1"])
+        .env(env, dir)
         .output()
         .unwrap();
+    let _ = std::fs::remove_dir_all(dir);
     let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    let _ = std::fs::remove_dir_all(&dir);
-    assert!(out.status.success() && text.contains("reused"), "the child failed:\n{text}");
+    (out.status.success(), text)
 }
 
 /// The child of `freed_blocks_are_reused`.
@@ -841,15 +849,9 @@ const HEAP_SLACK: u64 = 6 << 20;
 #[cfg_attr(debug_assertions, ignore = "the reclamation walk's one pin holds back frees (see above)")]
 fn short_opens_keep_the_heap_bounded() {
     let dir = fresh_dir("cycles");
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "short_opens_child", "--nocapture", "--test-threads=1"])
-        .env("DLHT_CYCLES_CHILD", &dir)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    let _ = std::fs::remove_dir_all(&dir);
+    let (ok, text) = run_child_test("short_opens_child", "DLHT_CYCLES_CHILD", &dir);
     eprintln!("{}", text.lines().filter(|l| l.starts_with("cycle")).collect::<Vec<_>>().join("\n"));
-    assert!(out.status.success() && text.contains("bounded"), "the child failed:\n{text}");
+    assert!(ok && text.contains("bounded"), "the child failed:\n{text}");
 }
 
 /// The child of `short_opens_keep_the_heap_bounded`: 70 opens, each
