@@ -214,6 +214,7 @@ impl Blob {
     /// A fresh blob of `key` (empty for an inline key) and `value`, in
     /// `heap` (a persistent map's: sealed for `kw`, see
     /// `ValueWord::sealed_key`) or the global allocator.
+    #[cfg_attr(loom, allow(unused_variables))] // (loom builds open no heap)
     fn try_new(key: &[u8], value: &[u8], heap: HeapRef, kw: u64) -> Result<NonNull<Blob>, Error> {
         let len = |b: &[u8]| u32::try_from(b.len()).map_err(|_| Error::TooLong { bytes: b.len() });
         let header = Blob { key_len: len(key)?, value_len: len(value)?, stamp: AtomicU32::new(0) };
