@@ -94,6 +94,11 @@ pub struct PersistArgs {
     /// measurements.
     #[arg(long)]
     pub smoke: bool,
+    /// Workloads to run, comma-separated (default: all): get-batch,
+    /// insdel, insdel-batch, population. With population alone, the
+    /// presized tables the others share are not built.
+    #[arg(long, value_delimiter = ',', value_parser = clap::builder::PossibleValuesParser::new(WORKLOADS))]
+    pub workloads: Vec<String>,
     /// Instead: recovery time after kill -9 in the middle of a grow.
     #[arg(long)]
     pub recovery: bool,
@@ -730,6 +735,12 @@ fn throughput(a: &PersistArgs, machine: &Machine) -> bool {
         seed: a.seed,
     };
     let rounds = if a.smoke { 1 } else { a.rounds };
+    let workloads: Vec<&'static str> = WORKLOADS
+        .into_iter()
+        .filter(|w| a.workloads.is_empty() || a.workloads.iter().any(|a| a == w))
+        .collect();
+    // Population builds its own tables: the shared ones only for the others.
+    let shared_tables = workloads.iter().any(|&w| w != "population");
     let dirs = match Dirs::new(a.dir.as_ref()) {
         Ok(d) => d,
         Err(e) => {
@@ -738,11 +749,13 @@ fn throughput(a: &PersistArgs, machine: &Machine) -> bool {
         }
     };
     println!(
-        "# 2^{} keys, threads {:?}, {rounds} round(s) of {:.2} s per measurement, batch {}; map directories under {}",
+        "# 2^{} keys, threads {:?}, {rounds} round(s) of {:.2} s per measurement, batch {}, workloads {}; map \
+         directories under {}",
         keys.trailing_zeros(),
         p.threads,
         p.dur.as_secs_f64(),
         p.batch,
+        workloads.join(","),
         dirs.base.display()
     );
     println!("# {FILEMAP_SETUP}");
@@ -751,10 +764,16 @@ fn throughput(a: &PersistArgs, machine: &Machine) -> bool {
     let mut failed = false;
     for round in 0..rounds {
         let order = if round % 2 == 0 { [Which::Map, Which::FileMap] } else { [Which::FileMap, Which::Map] };
-        eprintln!("# round {}/{rounds}: building and populating both tables (untimed)", round + 1);
         let file_dir = dirs.fresh(&format!("round-{round}"));
         let (mut mem, mut file) = (None, None);
-        for w in order {
+        if shared_tables {
+            eprintln!("# round {}/{rounds}: building and populating both tables (untimed)", round + 1);
+        } else {
+            // Stand-ins the population workload never touches.
+            mem = Some(Arc::new(Mem::new()));
+            file = open_file(&file_dir, 0).ok().map(Arc::new);
+        }
+        for w in order.into_iter().filter(|_| shared_tables) {
             let built = match w {
                 Which::Map => {
                     build(w, || Ok(Mem::with_capacity(keys as usize)), &p, round, None).map(|(m, f)| {
@@ -785,7 +804,7 @@ fn throughput(a: &PersistArgs, machine: &Machine) -> bool {
         };
         let r = Round { mem, file, file_dir };
         for &t in &p.threads {
-            for workload in WORKLOADS {
+            for &workload in &workloads {
                 for (i, w) in order.into_iter().enumerate() {
                     eprintln!("# round {}/{rounds}: {workload} on {t} thread(s): {}", round + 1, w.name());
                     let got = measure(workload, w, &r, &p, &dirs, t, round);
@@ -814,10 +833,10 @@ fn throughput(a: &PersistArgs, machine: &Machine) -> bool {
         drop((mem, file));
         remove_dir(&file_dir);
     }
-    let summary = summarise(&measured, &p.threads);
-    let twins = twins(&p, &dirs, &summary);
+    let summary = summarise(&measured, &p.threads, &workloads);
+    let twins = if workloads.contains(&"get-batch") { twins(&p, &dirs, &summary) } else { Vec::new() };
     drop(dirs);
-    let verdicts = verdicts(&summary);
+    let verdicts = verdicts(&summary, &workloads);
     print_tables(&summary, &footprint, &twins, &verdicts, keys);
     let report = Report {
         machine,
@@ -844,9 +863,9 @@ fn throughput(a: &PersistArgs, machine: &Machine) -> bool {
 }
 
 /// Medians and per-round ratios.
-fn summarise(measured: &[Measured], threads: &[usize]) -> Vec<Summary> {
+fn summarise(measured: &[Measured], threads: &[usize], workloads: &[&'static str]) -> Vec<Summary> {
     let mut out = Vec::new();
-    for workload in WORKLOADS {
+    for &workload in workloads {
         for &t in threads {
             let of = |w: Which| -> Vec<&Measured> {
                 measured
@@ -924,8 +943,8 @@ fn twins(p: &Plan, dirs: &Dirs, summary: &[Summary]) -> Vec<Twin> {
 
 /// One line per workload: the worst thread count's median ratio against
 /// the target.
-fn verdicts(summary: &[Summary]) -> Vec<String> {
-    WORKLOADS
+fn verdicts(summary: &[Summary], workloads: &[&'static str]) -> Vec<String> {
+    workloads
         .iter()
         .map(|&w| {
             let rows: Vec<&Summary> = summary.iter().filter(|s| s.workload == w).collect();
