@@ -70,6 +70,10 @@ pub struct Stats {
     /// Link buckets lost to chaining races (hazard 6), reclaimed at the
     /// next resize.
     pub link_buckets_leaked: usize,
+    /// Bins of the current index a damaged map file left in a transfer
+    /// state no resize or snapshot explains, repaired when found (always 0
+    /// for a map in memory).
+    pub bins_repaired: usize,
     /// Slots inserts may use: 3 per bin + 4 per link bucket.
     pub slots: usize,
     /// Slots holding a key.
@@ -125,6 +129,7 @@ impl Stats {
             link_buckets_in_use: links_in_use,
             // Relaxed: a statistic; no memory is published through it.
             link_buckets_leaked: idx.leaked_links.load(crate::sync::Ordering::Relaxed),
+            bins_repaired: idx.bins_repaired(),
             slots,
             occupied_slots: occupied,
             load_factor: occupied as f64 / slots as f64,

@@ -931,6 +931,7 @@ impl<'m, S: BuildHasher> ByteNamespace<'m, S> {
             for ((kw, p), k) in kws.iter_mut().zip(probes.iter_mut()).zip(keys) {
                 (*kw, *p) = self.locate(k);
             }
+            let verify = self.map.index.verifying();
             self.map.index.get_many(&kws[..n], &mut words[..n])?;
             // What the key comparison needs (a stored key, a list), and the
             // values' first lines if they will be read.
@@ -943,7 +944,7 @@ impl<'m, S: BuildHasher> ByteNamespace<'m, S> {
                 }
             }
             for (((o, w), &p), &kw) in out.iter_mut().zip(&words[..n]).zip(&probes[..n]).zip(&kws[..n]) {
-                let e = w.and_then(|w| self.map.index.find(kw, w, &self.is_mine(p), guard));
+                let e = w.and_then(|w| self.map.index.find(kw, w, verify, &self.is_mine(p), guard));
                 // SAFETY: read under `guard`.
                 *o = unsafe { value_of(e) };
                 if let (Access::Read, Some(v)) = (access, o) {

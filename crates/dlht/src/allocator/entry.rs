@@ -220,18 +220,28 @@ pub(crate) fn checksum_of(kw: u64, parts: &[&[u8]]) -> u32 {
     parts.iter().fold(crc32c::crc32c(&kw.to_le_bytes()), |c, p| crc32c::crc32c_append(c, p))
 }
 
+/// True if reads of words loaded from the index from now on must verify
+/// checksums ([`trusted`]'s `verify`): until the open's walk has verified
+/// every block the index reaches, and taken the damaged words out. Asked
+/// before the word is loaded: a word loaded before the walk ended may be
+/// one it took out.
+#[inline(always)]
+pub(crate) fn verifying(heap: HeapRef) -> bool {
+    heap.is_some_and(|h| h.verifies_reads())
+}
+
 /// True if the element word `vw` of key word `kw`, read from a slot of
 /// the index, may be followed: always in memory; in a persistent map's
 /// heap, if it names a block sealed for `kw` that holds the whole element
-/// (a list's words too), with the checksum verified until the open's walk
-/// has verified every block the index reaches. A word that fails is
+/// (a list's words too), with the checksum verified if `verify` (what
+/// [`verifying`] said before `vw` was loaded). A word that fails is
 /// counted and not served: damage in a file never reads out of bounds or
 /// hands out another key's bytes.
 #[inline(always)]
-pub(crate) fn trusted<E: Element>(heap: HeapRef, kw: u64, vw: ValueWord) -> bool {
+pub(crate) fn trusted<E: Element>(heap: HeapRef, kw: u64, vw: ValueWord, verify: bool) -> bool {
     match heap {
         None => true,
-        Some(h) => counted(h, sealed::<E>(h, kw, vw, h.verifies_reads())),
+        Some(h) => counted(h, sealed::<E>(h, kw, vw, verify)),
     }
 }
 

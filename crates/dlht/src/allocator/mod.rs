@@ -1043,12 +1043,13 @@ where
             for (s, k) in sigs.iter_mut().zip(keys) {
                 *s = self.signature(*k);
             }
+            let verify = self.map.index.verifying();
             self.map.index.get_many(&sigs[..n], &mut words[..n])?;
             for w in words[..n].iter().flatten() {
                 prefetch_node::<K, V>(*w, access);
             }
             for (((o, w), k), &sig) in out.iter_mut().zip(&words[..n]).zip(keys).zip(&sigs[..n]) {
-                let e = w.and_then(|w| self.map.index.find(sig, w, &self.is_mine(*k), guard));
+                let e = w.and_then(|w| self.map.index.find(sig, w, verify, &self.is_mine(*k), guard));
                 // SAFETY: read just now, under `guard`.
                 *o = e.map(|e| &unsafe { node::<K, V>(e) }.value);
             }

@@ -222,7 +222,7 @@ mod imp {
                     break;
                 }
                 let vw = ValueWord::from_bits(w);
-                if !trusted::<Blob>(Some(heap), kw, vw) {
+                if !trusted::<Blob>(Some(heap), kw, vw, true) {
                     damaged.push((kw, w));
                     continue;
                 }

@@ -15,7 +15,9 @@
 //! and an element it read cannot be freed, hence not reused, until it
 //! unpins; two equal words therefore point to the same unchanged element.
 
-use super::entry::{retire, retire_addr, trusted, trusted_in_list, Element, HeapRef, List, Shape, ValueWord};
+use super::entry::{
+    retire, retire_addr, trusted, trusted_in_list, verifying, Element, HeapRef, List, Shape, ValueWord,
+};
 use super::Guard;
 use crate::driver::{self, or_panic};
 use crate::error::Error;
@@ -120,19 +122,29 @@ impl<E: Element, H: BuildHasher> PointerIndex<E, H> {
         crate::Memory { value_bytes: self.index.value_bytes().max(0) as usize, ..self.index.memory() }
     }
 
-    /// The element of `w` (the value word of key word `kw`'s slot) that
-    /// `is_mine`. In a persistent map, words that fail their heap's checks
+    /// Whether words loaded from the index from now on must have their
+    /// checksums verified (`entry::verifying`): asked before a word is
+    /// loaded, and passed to [`find`](Self::find) with it.
+    #[inline(always)]
+    pub fn verifying(&self) -> bool {
+        verifying(self.heap)
+    }
+
+    /// The element of `w` (the value word of key word `kw`'s slot, loaded
+    /// after [`verifying`](Self::verifying) said `verify`) that `is_mine`.
+    /// In a persistent map, words that fail their heap's checks
     /// (`entry::trusted`: damage in the files) are skipped.
     #[inline(always)]
     pub fn find(
         &self,
         kw: u64,
         w: u64,
+        verify: bool,
         is_mine: &impl Fn(ValueWord) -> bool,
         _guard: &Guard,
     ) -> Option<ValueWord> {
         let w = ValueWord::from_bits(w);
-        if !trusted::<E>(self.heap, kw, w) {
+        if !trusted::<E>(self.heap, kw, w, verify) {
             return None;
         }
         if w.shape() != Shape::List {
@@ -150,8 +162,9 @@ impl<E: Element, H: BuildHasher> PointerIndex<E, H> {
     /// The element of key word `kw` that `is_mine`.
     #[inline(always)]
     pub fn get(&self, kw: u64, is_mine: &impl Fn(ValueWord) -> bool, guard: &Guard) -> Option<ValueWord> {
+        let verify = self.verifying();
         let w = self.index.get(&kw)?;
-        self.find(kw, w, is_mine, guard)
+        self.find(kw, w, verify, is_mine, guard)
     }
 
     /// The slot value words of `kws` (lists not opened), through the
@@ -178,11 +191,12 @@ impl<E: Element, H: BuildHasher> PointerIndex<E, H> {
         // SAFETY: the caller's fresh element, not freed before it returns.
         let published = || self.index.add_value_bytes(unsafe { E::bytes(fresh.addr()) } as i64);
         loop {
+            let verify = self.verifying();
             let Err(w) = self.index.try_insert(kw, fresh.bits())? else {
                 published();
                 return Ok(None);
             };
-            match self.find(kw, w, is_mine, guard) {
+            match self.find(kw, w, verify, is_mine, guard) {
                 Some(cur) => {
                     if let Some(r) = present(w, cur)? {
                         return Ok(Some(r));
@@ -191,7 +205,7 @@ impl<E: Element, H: BuildHasher> PointerIndex<E, H> {
                 // A damaged word (a persistent map's file) is not followed:
                 // the fresh element takes its place (the walk would take it
                 // out; its block is left to the heap's sweep).
-                None if !trusted::<E>(self.heap, kw, ValueWord::from_bits(w)) => {
+                None if !trusted::<E>(self.heap, kw, ValueWord::from_bits(w), verify) => {
                     if self.swap(kw, w, fresh.bits(), None) {
                         published();
                         return Ok(None);
@@ -221,7 +235,9 @@ impl<E: Element, H: BuildHasher> PointerIndex<E, H> {
     ) -> Result<Result<ValueWord, Option<ValueWord>>, Error> {
         let mut fresh = None;
         loop {
-            let found = self.index.get(&kw).and_then(|w| self.find(kw, w, is_mine, guard).map(|e| (w, e)));
+            let verify = self.verifying();
+            let found =
+                self.index.get(&kw).and_then(|w| self.find(kw, w, verify, is_mine, guard).map(|e| (w, e)));
             let Some((w, old)) = found.filter(|&(_, e)| accept(e)) else {
                 return Ok(Err(found.map(|(_, e)| e)));
             };
@@ -240,8 +256,9 @@ impl<E: Element, H: BuildHasher> PointerIndex<E, H> {
     pub fn remove(&self, kw: u64, is_mine: &impl Fn(ValueWord) -> bool, guard: &Guard) -> Option<ValueWord> {
         let _pinned = self.pin_for_heap();
         loop {
+            let verify = self.verifying();
             let w = self.index.get(&kw)?;
-            let old = self.find(kw, w, is_mine, guard)?;
+            let old = self.find(kw, w, verify, is_mine, guard)?;
             let in_list = ValueWord::from_bits(w).shape() == Shape::List;
             let done = if in_list {
                 // Removing from a list allocates the shorter list; if memory
@@ -421,7 +438,7 @@ impl<E: Element, H: BuildHasher> PointerIndex<E, H> {
     }
 
     fn walk<'g>(&'g self, inner: Source<'g, H>) -> PointerIter<'g, E, H> {
-        PointerIter { inner, list: None, heap: self.heap, _e: PhantomData }
+        PointerIter { verify: self.verifying(), inner, list: None, heap: self.heap, _e: PhantomData }
     }
 }
 
@@ -438,10 +455,10 @@ impl<E: Element, H: BuildHasher + Sync> PointerIndex<E, H> {
         _guard: &'g Guard,
     ) -> impl rayon::iter::ParallelIterator<Item = (u64, ValueWord)> + 'g {
         use rayon::iter::ParallelIterator;
-        let heap = self.heap;
+        let (heap, verify) = (self.heap, self.verifying());
         self.index.par_iter().flat_map_iter(move |(kw, w)| {
             let vw = ValueWord::from_bits(w);
-            let ok = trusted::<E>(heap, kw, vw);
+            let ok = trusted::<E>(heap, kw, vw, verify);
             let (one, list) = if !ok {
                 (None, &[][..])
             } else if vw.shape() == Shape::List {
@@ -517,6 +534,8 @@ pub(crate) struct PointerIter<'g, E, H> {
     /// A persistent map's heap, whose words are checked before they are
     /// followed (`entry::trusted`).
     heap: HeapRef,
+    /// Whether they are verified: as the heap said before the walk began.
+    verify: bool,
     /// (The element type, for the checks: no `E` is owned or borrowed.)
     _e: PhantomData<fn() -> E>,
 }
@@ -558,7 +577,7 @@ impl<E: Element, H: BuildHasher> Iterator for PointerIter<'_, E, H> {
             }
             let (kw, w) = self.inner.next()?;
             let vw = ValueWord::from_bits(w);
-            if !trusted::<E>(self.heap, kw, vw) {
+            if !trusted::<E>(self.heap, kw, vw, self.verify) {
                 continue; // damage in a file: not served
             }
             if vw.shape() != Shape::List {

@@ -805,14 +805,16 @@ impl Heap {
     /// sealed by this process).
     #[inline]
     pub fn verifies_reads(&self) -> bool {
-        // Relaxed: a read that sees the walk done reads an element the walk
-        // verified, or one sealed since; both are whole.
-        !self.verified.load(Ordering::Relaxed)
+        // Acquire: a read that sees the walk done, and then loads a word,
+        // sees the walk's removal of every damaged word (pairs with
+        // `set_verified`'s Release): it loads a word the walk verified, or
+        // one sealed since; both are whole.
+        !self.verified.load(Ordering::Acquire)
     }
 
     /// The open's walk has verified every block the index reaches.
     pub fn set_verified(&self) {
-        self.verified.store(true, Ordering::Relaxed); // see `verifies_reads`
+        self.verified.store(true, Ordering::Release); // see `verifies_reads`
     }
 
     /// Count a damaged element found by a read or by the walk.

@@ -524,6 +524,11 @@ mod imp {
                 );
                 h.recoveries.fetch_add(1, Ordering::Relaxed);
             }
+            if next.is_some() && fallback.is_none() {
+                // A resumed grow: its chunks must not wait on a bin that
+                // only a damaged file left in transfer.
+                current.repair_transfer_states(false);
+            }
             for c in this.cells() {
                 c.intent.store(0, Ordering::Relaxed);
                 c.moving_slot.store(0, Ordering::Relaxed);

@@ -357,13 +357,22 @@ fn copy_out<T: Threading>(bin: &BinRef<'_, T>, h: Header, dest: &Index, hash: &d
         if cfg!(dlht_plant = "shadow_dropped") && w.0 == shadow && state == SlotState::Valid {
             return;
         }
-        if w.0 == shadow {
-            place::<T>(dest, hash(w.1), w, state);
-            copied += 1;
-        } else if w.0 != pending {
-            place::<T>(dest, hash(w.0), w, SlotState::Valid); // T2
-            copied += 1;
+        let (key, state) = match w.0 {
+            k if k == shadow => (w.1, state),
+            // (A Shadow slot holding a key, not the marker, is a damaged
+            // file's: dropped, as `scan` and `find` skip it.)
+            k if k != pending && state == SlotState::Valid => (k, SlotState::Valid),
+            _ => return,
+        };
+        let h = hash(key);
+        // A key that does not hash to its bin is a damaged file's: its
+        // copies could overflow a target bin. Dropped.
+        if bin.index.bin_of(h) != bin.bin {
+            assert!(bin.index.is_persistent(), "dlht invariant: a key is in its hash's bin");
+            return;
         }
+        place::<T>(dest, h, w, state); // T2
+        copied += 1;
     };
     for i in h.slots_in(SlotState::Valid).or(h.slots_in(SlotState::Shadow)) {
         let slot = bin.slot(&mut lm, i);

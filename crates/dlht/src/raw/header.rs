@@ -87,8 +87,17 @@ impl Header {
             0b00 => BinState::NoTransfer,
             0b01 => BinState::InTransfer,
             0b10 => BinState::DoneTransfer,
-            _ => panic!("dlht invariant: bin state 0b11 (freed or corrupt index)"),
+            // No transition writes it: a damaged map file's, which
+            // `protocol::settle` repairs (until then, a bin to keep out of).
+            _ => BinState::InTransfer,
         }
+    }
+
+    /// True if the bin state is the one no transition writes (only a
+    /// damaged map file holds it).
+    #[inline]
+    pub const fn is_damaged_state(self) -> bool {
+        (self.0 >> Self::BIN_STATE_SHIFT) & 0b11 == 0b11
     }
 
     /// State of slot `i` (0..15).

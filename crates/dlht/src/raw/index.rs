@@ -2,7 +2,7 @@
 
 use super::alloc::ZeroedArray;
 use super::bucket::{LinkBucket, PrimaryBucket, Slot};
-use super::header::Header;
+use super::header::{BinState, Header};
 use super::link_meta::{LinkKind, LinkMeta, SlotHome};
 use super::markers::Markers;
 use super::threading::{fetch_add, Shared, Threading};
@@ -126,6 +126,16 @@ pub struct Index {
     /// The file the arrays are mapped from, for a persistent map.
     #[cfg(not(loom))]
     file: Option<IndexFile>,
+    /// What a header's claimed slot in a link bucket its bin never chained
+    /// reads as (only a damaged file holds one): a dead slot of the bin's
+    /// parity, which no operation matches or writes. One per parity.
+    quarantine: [Slot; 2],
+    /// Bin headers found in a state no live thread left and repaired (only
+    /// a damaged file holds one; see `protocol::settle`).
+    bins_repaired: unmodelled::AtomicUsize,
+    /// Set for an index opened from a file until its bins' transfer states
+    /// are checked (see [`Index::repair_transfer_states`]).
+    states_unchecked: unmodelled::AtomicBool,
 }
 
 #[cfg(all(test, loom))]
@@ -208,6 +218,10 @@ impl Index {
         LIVE_INDEXES.fetch_add(1, Ordering::Relaxed); // a statistic
         #[cfg(all(test, not(loom)))]
         LIVE_HERE.with(|n| n.set(n.get() + 1));
+        let quarantine = [Slot::new(), Slot::new()];
+        for (parity, slot) in quarantine.iter().enumerate() {
+            slot.fill_owned(markers.dead(parity), 0);
+        }
         Index {
             bins,
             mask,
@@ -228,6 +242,9 @@ impl Index {
             liveness: loom::cell::UnsafeCell::new(0),
             #[cfg(not(loom))]
             file: None,
+            quarantine,
+            bins_repaired: unmodelled::AtomicUsize::new(0),
+            states_unchecked: unmodelled::AtomicBool::new(false),
         }
     }
 
@@ -242,7 +259,7 @@ impl Index {
     ) -> Result<Index, Error> {
         let link_hard = Self::check_size(bins)?;
         let (f, file) = IndexFile::create(dir, generation, bins, link_hard)?;
-        Self::map(f, &file, bins, link_hard, markers)
+        Self::map(f, &file, bins, link_hard, markers, false)
     }
 
     /// The index of `generation` from its file in `dir`, as it was left.
@@ -252,7 +269,7 @@ impl Index {
         if links != Self::check_size(bins)? {
             return Err(Error::Corrupt { what: "an index file reserves another number of link buckets" });
         }
-        Self::map(f, &file, bins, links, markers)
+        Self::map(f, &file, bins, links, markers, true)
     }
 
     #[cfg(not(loom))]
@@ -262,6 +279,7 @@ impl Index {
         bins: usize,
         links: usize,
         markers: Markers,
+        opened: bool,
     ) -> Result<Index, Error> {
         let links_at = IndexHeader::links_offset(bins).ok_or(Error::CapacityOverflow)?;
         // SAFETY: buckets are atomics only (any bytes are valid), and
@@ -276,6 +294,8 @@ impl Index {
         let next = h.link_floor.load(Ordering::Relaxed).min(links as u64);
         let generation = h.generation;
         let mut idx = Self::assemble(bins_arr, links_arr, soft, next, markers, generation);
+        // Relaxed: before any thread uses the index.
+        idx.states_unchecked.store(opened, Ordering::Relaxed);
         idx.file = Some(f);
         Ok(idx)
     }
@@ -436,6 +456,67 @@ impl Index {
         self.resize.phase.store(ResizeState::PUBLISHED, Ordering::Release);
     }
 
+    /// True if this index's arrays are a map file's, whose bins hold
+    /// whatever the file held: a damaged one is repaired where found
+    /// (`protocol::settle`, [`BinRef::slot`]) instead of trusted.
+    pub fn is_persistent(&self) -> bool {
+        #[cfg(not(loom))]
+        return self.file.is_some();
+        #[cfg(loom)]
+        false
+    }
+
+    /// True if a bin of this index may be in transfer now: a resize has
+    /// attached its next index, or a snapshot holds it. Acquire (both
+    /// loads): a bin put in transfer after either, and read so, shows it.
+    pub fn transfer_explained(&self) -> bool {
+        self.next_index().is_some() || self.resize.phase.load(Ordering::Acquire) == ResizeState::SNAPSHOT
+    }
+
+    /// Count a bin header repaired (see [`Self::bins_repaired`]).
+    pub fn note_repair(&self) {
+        // Relaxed: a statistic.
+        self.bins_repaired.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Bin headers of this index found in a state no live thread left (a
+    /// damaged map file's) and repaired.
+    pub fn bins_repaired(&self) -> usize {
+        // Relaxed: a statistic.
+        self.bins_repaired.load(Ordering::Relaxed)
+    }
+
+    /// Repair every bin of an index opened from a file that its file left
+    /// in a transfer state (a damaged file's: see `protocol::settle`), the
+    /// first time it is called: by the thread that won the index's
+    /// allocator role for a resize (no bin can then be in transfer but by
+    /// damage), or at open before a grow that recovery resumed, with
+    /// `done_too` false (its DoneTransfer bins are ones it moved). Runs
+    /// over every bin once, as the resize it precedes does.
+    pub fn repair_transfer_states(&self, done_too: bool) {
+        // Relaxed: only the allocator role's holder (or the open) calls
+        // this, and the bins' own CASes order what it repairs.
+        if !self.states_unchecked.swap(false, Ordering::Relaxed) {
+            return;
+        }
+        for b in 0..self.bins() {
+            let bin = self.bin(b);
+            let mut h = bin.header();
+            while h.is_damaged_state()
+                || h.bin_state() == BinState::InTransfer
+                || done_too && !h.is_no_transfer()
+            {
+                match bin.cas_header(h, h.with_bin_state(BinState::NoTransfer)) {
+                    Ok(()) => {
+                        self.note_repair();
+                        break;
+                    }
+                    Err(found) => h = found,
+                }
+            }
+        }
+    }
+
     /// The next index, if a resize has allocated one. Acquire: pairs with the
     /// Release publishing it, so its zeroed contents are visible.
     #[inline]
@@ -585,7 +666,21 @@ impl<'a, T: Threading> BinRef<'a, T> {
             return &self.bucket.slots[p];
         }
         let meta = *lm.get_or_insert_with(|| self.bucket.link_meta.load());
-        self.slot_in(meta, i).expect("dlht invariant: a claimed slot's link bucket is chained")
+        match self.slot_in(meta, i) {
+            Some(slot) => slot,
+            None => self.unchained(),
+        }
+    }
+
+    /// A claimed slot of a link bucket the bin never chained: only a damaged
+    /// map file holds one (a live bin chains a bucket before claiming its
+    /// slots). It reads as dead, which every operation skips and recovery
+    /// frees, instead of trusting the header.
+    #[cold]
+    #[inline(never)]
+    fn unchained(&self) -> &'a Slot {
+        assert!(self.index.is_persistent(), "dlht invariant: a claimed slot's link bucket is chained");
+        &self.index.quarantine[self.bin & 1]
     }
 }
 

@@ -212,23 +212,27 @@ fn attach(idx: &Index, make: impl FnOnce() -> Result<(Index, Option<Index>), Err
     // AcqRel/Acquire: `phase` hands the allocator role over; the Acquire
     // side pairs with the Release stores below that end each phase.
     match idx.resize.phase.compare_exchange(IDLE, ALLOCATING, Ordering::AcqRel, Ordering::Acquire) {
-        Ok(_) => match make() {
-            Ok((next, fallback)) => {
-                if let Some(f) = fallback {
-                    // Relaxed: `attach_next`'s Release publishes it with
-                    // the next index, before any helper can look for it.
-                    idx.resize.fallback.store(Box::into_raw(Box::new(f)), Ordering::Relaxed);
+        Ok(_) => {
+            // A damaged file's bin left in transfer would stall its chunk.
+            idx.repair_transfer_states(true);
+            match make() {
+                Ok((next, fallback)) => {
+                    if let Some(f) = fallback {
+                        // Relaxed: `attach_next`'s Release publishes it with
+                        // the next index, before any helper can look for it.
+                        idx.resize.fallback.store(Box::into_raw(Box::new(f)), Ordering::Relaxed);
+                    }
+                    idx.attach_next(Box::new(next));
+                    idx.resize.phase.store(PUBLISHED, Ordering::Release);
+                    crate::persist::crash::at(crate::persist::crash::CrashPoint::ResizeAttached);
+                    Ok(true)
                 }
-                idx.attach_next(Box::new(next));
-                idx.resize.phase.store(PUBLISHED, Ordering::Release);
-                crate::persist::crash::at(crate::persist::crash::CrashPoint::ResizeAttached);
-                Ok(true)
+                Err(e) => {
+                    idx.resize.phase.store(IDLE, Ordering::Release);
+                    Err(e)
+                }
             }
-            Err(e) => {
-                idx.resize.phase.store(IDLE, Ordering::Release);
-                Err(e)
-            }
-        },
+        }
         Err(PUBLISHED) => Ok(true),
         Err(_) => Ok(false),
     }
