@@ -269,8 +269,7 @@ declare -A EPOCH_DIR EPOCH_ACK KEPT LAST_DIR
 # its own open, which syncs nothing).
 keep_failure() {
   local kind=$1 round=$2 dir=$3 ack=$4
-  KEPT[$kind]=$((${KEPT[$kind]:-0} + 1))
-  [ "${KEPT[$kind]}" -le "${POWER_LOSS_KEEP:-3}" ] || { echo "(not kept: POWER_LOSS_KEEP reached)"; return; }
+  [ "${KEPT[$kind]:-0}" -le "${POWER_LOSS_KEEP:-3}" ] || { echo "(not kept: POWER_LOSS_KEEP reached)"; return; }
   mkdir -p "$FAILED_DIRS"
   local dest=$FAILED_DIRS/$kind-round$round
   cp -a --sparse=always "$ROOT/$dir" "$dest.dir" 2>/dev/null
@@ -315,7 +314,8 @@ round() {
     # killed, and all of it written to LazyFS's backing files (checkpoint).
     [ "$policy" = keep ] && prep=1
   fi
-  local dir=${EPOCH_DIR[$kind]} ack=${EPOCH_ACK[$kind]}
+  local dir=${EPOCH_DIR[$kind]} ack=${EPOCH_ACK[$kind]} acked_before
+  acked_before=$(grep -c '^A ' "$ack" 2>/dev/null)
   {
     echo
     echo "=== $kind round $r fault=$fault seed=$seed every_ms=$every run_ms=$run_ms checkpoint_ms=$checkpoint map=$dir fresh=$fresh"
@@ -352,7 +352,7 @@ round() {
     start_server "$MNT/$dir" "$logf" || {
       echo "SERVER-START-FAILED before the round" >>"$logf"
       FAIL=1
-      printf '%s\t%s\t%s\t\t\t\t\t\t\t\t\tSTART-FAILED\t\n' "$kind" "$r" "$fault" >>"$OUT/rounds.tsv"
+      printf '%s\t%s\t%s\t\t\t\t\t\t\t\t\t\t\t\tSTART-FAILED\t\n' "$kind" "$r" "$fault" >>"$OUT/rounds.tsv"
       log "$kind round $r: START-FAILED"
       EPOCH_DIR[$kind]=""
       return
@@ -399,8 +399,10 @@ round() {
     stop_server 9
   fi
   stop_writer
-  local acked
+  # Acknowledged: this round's, and all this map's (what the check checks).
+  local acked stored
   acked=$(grep -c '^A ' "$ack" 2>/dev/null)
+  stored=$(grep -c '^S ' "$ack" 2>/dev/null)
   if [ -n "$crash_cmd" ] && ! alive "$LAZY_PID"; then
     umount_lazyfs
     mount_lazyfs
@@ -443,7 +445,8 @@ round() {
   echo "$out" >>"$logf"
   local res
   res=$(grep '^RESULT' <<<"$out" | tail -1)
-  local lost changed torn wrong damaged
+  local lost changed torn wrong damaged keys
+  keys=$(sed -n 's/.* acked_keys=\([0-9]*\).*/\1/p' <<<"$res")
   lost=$(sed -n 's/.* lost=\([0-9]*\).*/\1/p' <<<"$res")
   changed=$(sed -n 's/.* lost_changed=\([0-9]*\).*/\1/p' <<<"$res")
   torn=$(sed -n 's/.* torn=\([0-9]*\).*/\1/p' <<<"$res")
@@ -454,7 +457,9 @@ round() {
     verdict=OPEN-FAILED
     [ "$kind" = server ] && verdict=RESTART-FAILED
     # What the map would not open with (or the server's refusal).
-    note="${note:+$note; }$(grep -m1 -o 'OPEN-FAILED.*(Corrupt\|OPEN-FAILED.*(Io\|OPEN-FAILED[^(]*' <<<"$out" | head -1)"
+    local why
+    why=$(grep -m1 -o 'OPEN-FAILED.*(Corrupt\|OPEN-FAILED.*(Io\|OPEN-FAILED[^(]*' <<<"$out" | head -1)
+    [ -n "$why" ] && note="${note:+$note; }$why"
   elif [ "$rc" -ne 0 ]; then
     if [ "${lost:-0}" -eq 0 ] && [ "${torn:-0}" -eq 0 ] && [ "${wrong:-0}" -eq 0 ] &&
       [ "$ACCEPT_DOCUMENTED" = 1 ] && [ "$kind" != filemap ]; then
@@ -463,12 +468,14 @@ round() {
       verdict=FAILED
     fi
   fi
-  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$kind" "$r" "$fault" "$every" "$run_ms" \
-    "$checkpoint" "${acked:-0}" "${lost:--}" "${changed:--}" "${torn:--}" "${wrong:--}" "${damaged:--}" \
-    "$verdict" "$note" >>"$OUT/rounds.tsv"
-  log "$kind round $r ($fault, every ${every} ms, ${run_ms} ms$([ "$checkpoint" -gt 0 ] && echo ", checkpoint at $checkpoint ms")): $verdict acked=${acked:-0} lost=${lost:--} lost_changed=${changed:--} torn=${torn:--} wrong=${wrong:--} damaged=${damaged:--}${note:+ [$note]}"
+  [ "$kind" = server ] && note="${note:+$note; }${stored:-0} batches STORED (none acknowledged as durable)"
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$kind" "$r" "$fault" "$every" \
+    "$run_ms" "$checkpoint" "$((${acked:-0} - ${acked_before:-0}))" "${acked:-0}" "${keys:--}" "${lost:--}" \
+    "${changed:--}" "${torn:--}" "${wrong:--}" "${damaged:--}" "$verdict" "$note" >>"$OUT/rounds.tsv"
+  log "$kind round $r ($fault, every ${every} ms, ${run_ms} ms$([ "$checkpoint" -gt 0 ] && echo ", checkpoint at $checkpoint ms")): $verdict acked=$((${acked:-0} - ${acked_before:-0})) (map: ${acked:-0}) lost=${lost:--} lost_changed=${changed:--} torn=${torn:--} wrong=${wrong:--} damaged=${damaged:--}${note:+ [$note]}"
   if [ "$verdict" != ok ] && [ "$verdict" != documented ]; then
     FAIL=1
+    KEPT[$kind]=$((${KEPT[$kind]:-0} + 1))
     log "  kept: $(keep_failure "$kind" "$r" "$dir" "$ack")"
     # Go on with a fresh map: a broken one would fail every later round.
     EPOCH_DIR[$kind]=""
@@ -491,7 +498,10 @@ T0=$SECONDS
   echo "date: $(date -u +%FT%TZ)"
 } >>"$OUT/run.txt"
 cat "$OUT/run.txt"
-printf 'kind\tround\tfault\tevery_ms\trun_ms\tcheckpoint_ms\tacked_batches\tlost\tlost_changed\ttorn\twrong\tdamaged\tverdict\tnote\n' >"$OUT/rounds.tsv"
+# acked_new: batches durable() acknowledged in the round; acked_checked: all
+# of the map's acknowledged batches (the check checks every one), and the
+# keys whose last acknowledged value it checked.
+printf 'kind\tround\tfault\tevery_ms\trun_ms\tcheckpoint_ms\tacked_new\tacked_checked\tacked_keys_checked\tlost\tlost_changed\ttorn\twrong\tdamaged\tverdict\tnote\n' >"$OUT/rounds.tsv"
 
 mount_lazyfs
 
@@ -580,16 +590,17 @@ umount_lazyfs
   echo
   echo "## totals (random rounds and targeted ones; rounds.tsv has each)"
   awk -F'\t' 'NR > 1 {
-      f = $3; sub(/:(first|running)$/, "", f); sub(/:from=index::to=/, ":to=", f)
-      k = $1 " " f; n[k]++; a[k] += $7; l[k] += $8; c[k] += $9; t[k] += $10; w[k] += $11; d[k] += $12
-      v[k] = v[k] (v[k] == "" ? "" : " ") $13
+      f = $3; sub(/:from=index::to=/, ":to=", f)
+      k = $1 " " f; n[k]++; a[k] += $7; ck[k] += $8; ks[k] += $9
+      l[k] += $10; c[k] += $11; t[k] += $12; w[k] += $13; d[k] += $14
+      v[k] = v[k] (v[k] == "" ? "" : " ") $15
     }
     END {
       for (k in n) {
         split(v[k], vs, " "); delete cnt; s = ""
         for (i in vs) cnt[vs[i]]++
         for (x in cnt) s = s x "=" cnt[x] " "
-        printf "%s: rounds=%d acked_batches=%d lost=%d lost_changed=%d torn=%d wrong=%d damaged_detected=%d verdicts: %s\n", k, n[k], a[k], l[k], c[k], t[k], w[k], d[k], s
+        printf "%s: rounds=%d acked_new=%d acked_checked=%d acked_keys_checked=%d lost=%d lost_changed=%d torn=%d wrong=%d damaged_detected=%d verdicts: %s\n", k, n[k], a[k], ck[k], ks[k], l[k], c[k], t[k], w[k], d[k], s
       }
     }' "$OUT/rounds.tsv" | sort
   echo "elapsed: $((SECONDS - T0)) s; result: $([ "$FAIL" -eq 0 ] && echo PASS || echo FAIL)"
