@@ -274,6 +274,7 @@ keep_failure() {
   local dest=$FAILED_DIRS/$kind-round$round
   cp -a --sparse=always "$ROOT/$dir" "$dest.dir" 2>/dev/null
   cp "$ack" "$dest.ack" 2>/dev/null
+  cp "$ack.seen" "$dest.ack.seen" 2>/dev/null
   echo "$dest.dir, $dest.ack"
 }
 

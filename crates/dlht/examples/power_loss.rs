@@ -29,10 +29,11 @@
 //! Anything else is classified:
 //!
 //! - `lost`: an acknowledged write is gone (key absent, or an older value
-//!   back) and no later batch changed the key;
-//! - `lost_changed`: the same, but a later (unacknowledged) batch had
-//!   written the key before the fault (DESIGN, "Persistent byte maps":
-//!   documented as possible for a byte map);
+//!   back) and no batch of the last round (the one the fault stopped)
+//!   changed the key;
+//! - `lost_changed`: the same, but a later (unacknowledged) batch of the
+//!   last round had written the key before the fault (DESIGN, "Persistent
+//!   byte maps": documented as possible for a byte map);
 //! - `torn`: a value that names a batch which wrote this key, but whose
 //!   bytes or length differ from what that batch wrote;
 //! - `wrong`: a value no started batch wrote for this key, or a key no
@@ -198,6 +199,9 @@ struct Acks {
     /// Server batches answered STORED (`S`): not durable acknowledgements.
     stored: HashSet<u64>,
     rounds: usize,
+    /// The seed of the last round (the last `R` line): the writer the
+    /// fault under check stopped.
+    last_seed: Option<u64>,
 }
 
 fn read_acks(path: &str) -> Acks {
@@ -209,7 +213,10 @@ fn read_acks(path: &str) -> Acks {
         let tag = it.next();
         let n = it.next().and_then(|s| s.parse::<u64>().ok());
         match (tag, n) {
-            (Some("R"), _) => a.rounds += 1,
+            (Some("R"), seed) => {
+                a.rounds += 1;
+                a.last_seed = seed;
+            }
             (Some("W"), Some(b)) => a.started.push(b),
             (Some("A"), Some(b)) => {
                 a.acked.insert(b);
@@ -253,6 +260,51 @@ enum Found {
     Wrong,
 }
 
+/// What a check reports, and what earlier checks of the same map saw of
+/// keys an unacknowledged write had changed (`<ackfile>.seen`: one line per
+/// such key and check, `<round seed> <key> <batch found, or absent>`), so a
+/// loss found later names what the key held before.
+#[derive(Default)]
+struct Notes {
+    report: Vec<String>,
+    history: HashMap<String, Vec<String>>,
+    seen: Vec<String>,
+}
+
+impl Notes {
+    fn load(ack: &str) -> Notes {
+        let mut n = Notes::default();
+        if let Ok(text) = std::fs::read_to_string(format!("{ack}.seen")) {
+            for line in text.lines() {
+                let f: Vec<&str> = line.split(' ').collect();
+                if let [round, key, found] = f[..] {
+                    n.history.entry(key.to_string()).or_default().push(format!("round {round}: {found}"));
+                }
+            }
+        }
+        n
+    }
+
+    fn save(&self, ack: &str) {
+        let mut f = FsOpen::new()
+            .create(true)
+            .append(true)
+            .open(format!("{ack}.seen"))
+            .unwrap_or_else(|e| die(3, &format!("{ack}.seen: {e}")));
+        let text: String = self.seen.iter().map(|l| format!("{l}\n")).collect();
+        if let Err(e) = f.write_all(text.as_bytes()) {
+            die(3, &format!("{ack}.seen: {e}"));
+        }
+    }
+
+    fn before(&self, key: &str) -> String {
+        match self.history.get(key) {
+            Some(h) => format!("; earlier checks found: {}", h.join(", ")),
+            None => String::new(),
+        }
+    }
+}
+
 /// Judge one key: `batches` are the started batches that wrote it (in
 /// order), `found` what the map holds.
 fn judge(
@@ -260,12 +312,16 @@ fn judge(
     acks: &Acks,
     batches: &[u64],
     found: Found,
-    report: &mut Vec<String>,
+    notes: &mut Notes,
     key: &dyn Fn() -> String,
 ) {
     c.keys += 1;
     let last_acked = batches.iter().rposition(|b| acks.acked.contains(b));
     let later = last_acked.map_or(batches, |i| &batches[i + 1..]);
+    // Of those, the ones the last round started: a write in flight (or not
+    // yet synced) when the fault struck. An unacknowledged write of an
+    // earlier round was settled by that round's fault and check.
+    let in_last_round = later.iter().any(|&b| Some(b >> 32) == acks.last_seed);
     if last_acked.is_some() {
         c.acked_keys += 1;
     }
@@ -284,6 +340,17 @@ fn judge(
     let expected = last_acked.map_or("nothing acknowledged".to_string(), |i| {
         format!("acknowledged batch {} (later started: {:?})", batches[i], later)
     });
+    if !later.is_empty() {
+        let f = match found {
+            Found::Absent => "absent".to_string(),
+            Found::Batch(b) if last_acked.is_some_and(|i| batches[i] == b) => format!("{b}(acknowledged)"),
+            Found::Batch(b) => format!("{b}(unacknowledged)"),
+            Found::Torn(_) | Found::Wrong => "damaged".to_string(),
+        };
+        notes.seen.push(format!("{} {} {f}", acks.last_seed.unwrap_or(0), key()));
+    }
+    let before = notes.before(&key());
+    let report = &mut notes.report;
     match (&found, last_acked) {
         (Found::Batch(f), Some(i)) if *f == batches[i] => c.ok_acked += 1,
         (Found::Batch(f), _) if later.contains(f) => {
@@ -295,13 +362,17 @@ fn judge(
         }
         (Found::Absent, None) => c.absent_unacked += 1,
         (Found::Absent | Found::Batch(_), Some(_)) => {
-            if later.is_empty() {
+            if !in_last_round {
                 c.lost += 1;
-                report.push(format!("LOST key {}: expected {expected}, found {}", key(), describe(&found)));
+                report.push(format!(
+                    "LOST key {}: expected {expected}, found {}{before}",
+                    key(),
+                    describe(&found)
+                ));
             } else {
                 c.lost_changed += 1;
                 report.push(format!(
-                    "LOST(changed since) key {}: expected {expected}, found {}",
+                    "LOST(changed since) key {}: expected {expected}, found {}{before}",
                     key(),
                     describe(&found)
                 ));
@@ -479,7 +550,7 @@ fn check(args: &[String]) {
     let acks = read_acks(ack);
     let started: HashSet<u64> = acks.started.iter().copied().collect();
     let mut c = Counts::default();
-    let mut report = Vec::new();
+    let mut notes = Notes::load(ack);
     let code = match kind.as_str() {
         "filemap" => {
             let mut universe: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
@@ -501,17 +572,17 @@ fn check(args: &[String]) {
             println!("recovery: {:?}", m.recovery());
             for (k, batches) in &universe {
                 let found = classify_word(&started, *k, m.get(k));
-                judge(&mut c, &acks, batches, found, &mut report, &|| format!("{k:#x}"));
+                judge(&mut c, &acks, batches, found, &mut notes, &|| format!("{k:#x}"));
             }
             let mut phantoms = 0;
             for (k, v) in m.iter() {
                 if !universe.contains_key(&k) {
                     phantoms += 1;
                     c.wrong += 1;
-                    report.push(format!("WRONG key {k:#x} no batch wrote, value {v:#x}"));
+                    notes.report.push(format!("WRONG key {k:#x} no batch wrote, value {v:#x}"));
                 }
             }
-            print_result(kind, &acks, &c, &format!("phantoms={phantoms} len={}", m.len()), &report)
+            print_result(kind, &acks, &c, &format!("phantoms={phantoms} len={}", m.len()), &notes.report)
         }
         "bytemap" => {
             let mut universe: BTreeMap<Vec<u8>, Vec<u64>> = BTreeMap::new();
@@ -538,7 +609,7 @@ fn check(args: &[String]) {
                 for (k, batches) in &universe {
                     let v = m.get(k, &g);
                     let found = classify_bytes(&started, k, v.as_deref());
-                    judge(&mut c, &acks, batches, found, &mut report, &|| {
+                    judge(&mut c, &acks, batches, found, &mut notes, &|| {
                         String::from_utf8_lossy(k).into_owned()
                     });
                 }
@@ -552,7 +623,7 @@ fn check(args: &[String]) {
                     if ns != 0 || !universe.contains_key(&k[..]) {
                         phantoms += 1;
                         c.wrong += 1;
-                        report.push(format!(
+                        notes.report.push(format!(
                             "WRONG key {:?} (ns {ns}) no batch wrote",
                             String::from_utf8_lossy(&k)
                         ));
@@ -565,10 +636,11 @@ fn check(args: &[String]) {
                 r.damaged,
                 r.blocks_freed
             );
-            print_result(kind, &acks, &c, &extra, &report)
+            print_result(kind, &acks, &c, &extra, &notes.report)
         }
         _ => die(3, "kind: filemap or bytemap"),
     };
+    notes.save(ack);
     exit(code)
 }
 
@@ -680,7 +752,7 @@ fn server_check(args: &[String]) {
     keys.sort();
     let mut conn = Conn::new(addr);
     let mut c = Counts::default();
-    let mut report = Vec::new();
+    let mut notes = Notes::load(ack);
     for k in &keys {
         let got = conn.get(k);
         let found = match &got {
@@ -690,7 +762,7 @@ fn server_check(args: &[String]) {
                 f => f,
             },
         };
-        judge(&mut c, &acks, &universe[k], found, &mut report, &|| String::from_utf8_lossy(k).into_owned());
+        judge(&mut c, &acks, &universe[k], found, &mut notes, &|| String::from_utf8_lossy(k).into_owned());
     }
     conn.send(b"stats\r\n");
     let mut stats = String::new();
@@ -705,7 +777,8 @@ fn server_check(args: &[String]) {
             }
         }
     }
-    exit(print_result("server", &acks, &c, stats.trim_end(), &report))
+    notes.save(ack);
+    exit(print_result("server", &acks, &c, stats.trim_end(), &notes.report))
 }
 
 fn main() {
