@@ -333,7 +333,9 @@ impl<'m, S: BuildHasher> ByteNamespace<'m, S> {
                     let reads = matches!(r, ByteRequest::Get(_) | ByteRequest::GetOrInsert(..));
                     if let (true, Some(w)) = (reads, *w) {
                         let w = ValueWord::from_bits(w);
-                        if w.shape() != Shape::List {
+                        // A persistent map's word is checked only when the
+                        // request runs: its value is not read before then.
+                        if self.map.index.heap.is_none() && w.shape() != Shape::List {
                             // SAFETY: read from the index just now under
                             // `guard`, which keeps it allocated; not a list,
                             // so a blob.

@@ -421,24 +421,26 @@ impl<E: Element, H: BuildHasher> PointerIndex<E, H> {
 
     /// A weakly consistent walk over every element, as (key word, element).
     pub fn iter<'g>(&'g self, _guard: &'g Guard) -> PointerIter<'g, E, H> {
-        self.walk(Source::Walk(self.index.iter()))
+        self.walk(Source::Walk(self.index.iter()), self.verifying())
     }
 
     /// [`iter`](Self::iter) over `count` bins from bin `start` (modulo the
     /// bins, wrapping).
     pub fn iter_bins<'g>(&'g self, start: usize, count: usize, _guard: &'g Guard) -> PointerIter<'g, E, H> {
-        self.walk(Source::Walk(crate::map::Iter::bins(&self.index, start, count)))
+        self.walk(Source::Walk(crate::map::Iter::bins(&self.index, start, count)), self.verifying())
     }
 
     /// Every element at one instant (the index's strong snapshot), as
     /// (key word, element). The elements stay readable while `guard` lives:
     /// it was pinned before the snapshot, so nothing retired since is freed.
     pub fn snapshot<'g>(&'g self, _guard: &'g Guard) -> PointerIter<'g, E, H> {
-        self.walk(Source::Snapshot(self.index.snapshot().into_iter()))
+        let verify = self.verifying(); // before the words are loaded
+        self.walk(Source::Snapshot(self.index.snapshot().into_iter()), verify)
     }
 
-    fn walk<'g>(&'g self, inner: Source<'g, H>) -> PointerIter<'g, E, H> {
-        PointerIter { verify: self.verifying(), inner, list: None, heap: self.heap, _e: PhantomData }
+    /// A walk over `inner`'s words, all loaded after [`verifying`](Self::verifying) said `verify`.
+    fn walk<'g>(&'g self, inner: Source<'g, H>, verify: bool) -> PointerIter<'g, E, H> {
+        PointerIter { verify, inner, list: None, heap: self.heap, _e: PhantomData }
     }
 }
 

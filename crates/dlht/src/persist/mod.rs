@@ -524,9 +524,9 @@ mod imp {
                 );
                 h.recoveries.fetch_add(1, Ordering::Relaxed);
             }
-            if next.is_some() && fallback.is_none() {
-                // A resumed grow: its chunks must not wait on a bin that
-                // only a damaged file left in transfer.
+            if next.is_some() {
+                // A resumed grow or shrink: its chunks must not wait on a
+                // bin that only a damaged file left in transfer.
                 current.repair_transfer_states(false);
             }
             for c in this.cells() {

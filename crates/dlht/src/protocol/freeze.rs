@@ -41,7 +41,12 @@ pub fn freeze<T: Threading>(bin: &BinRef<'_, T>, out: &mut Vec<Killed>) {
 pub fn freeze_noting<T: Threading>(bin: &BinRef<'_, T>, out: &mut Vec<Killed>, note: &mut dyn FnMut(Killed)) {
     let mut h = bin.header();
     let frozen = loop {
-        assert!(h.is_no_transfer(), "dlht invariant: a held index is not resizing");
+        // (A persistent index's damaged transfer states were repaired when
+        // the snapshot took it: see `Index::repair_transfer_states`.)
+        assert!(
+            h.is_no_transfer() || bin.index.is_persistent(),
+            "dlht invariant: a held index is not resizing"
+        );
         let f = h.with_bin_state(BinState::InTransfer);
         match bin.cas_header(h, f) {
             Ok(()) => break f, // F1

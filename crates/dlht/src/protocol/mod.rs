@@ -230,11 +230,11 @@ pub fn settle<T: Threading>(bin: &BinRef<'_, T>, h: &mut Header) -> bool {
     settle_transfer(bin, h)
 }
 
-/// [`settle`] for a bin in transfer. A transfer state that no resize or
-/// snapshot of the index explains (or the state no transition writes) is
-/// one a damaged map file held: it is repaired to NoTransfer (the bin's
-/// slots are judged as they are) rather than waited on forever or followed
-/// to a next index that does not exist.
+/// [`settle`] for a bin in transfer. In an index of a map file, a transfer
+/// state that no resize or snapshot of the index explains (or the state no
+/// transition writes) is one a damaged file held: it is repaired to
+/// NoTransfer (the bin's slots are judged as they are) rather than waited
+/// on forever or followed to a next index that does not exist.
 #[cold]
 #[inline(never)]
 fn settle_transfer<T: Threading>(bin: &BinRef<'_, T>, h: &mut Header) -> bool {
@@ -247,18 +247,18 @@ fn settle_transfer<T: Threading>(bin: &BinRef<'_, T>, h: &mut Header) -> bool {
         // index and the resize phase (a resize attaches its next index, and
         // a snapshot takes the index, before any bin goes into transfer).
         fence(Ordering::Acquire);
-        let explained = !h.is_damaged_state() && bin.index.transfer_explained();
+        // A map in memory trusts its bins (a local map's index may have
+        // dropped its next one while a re-entrant call still holds a bin).
+        let damaged = h.is_damaged_state();
+        let trusted = !bin.index.is_persistent();
+        assert!(!(damaged && trusted), "dlht invariant: bin state 0b11 (freed or corrupt index)");
         match h.bin_state() {
-            BinState::DoneTransfer if explained => return true,
-            BinState::InTransfer if explained => {
+            BinState::DoneTransfer if trusted || !damaged && bin.index.next_index().is_some() => return true,
+            BinState::InTransfer if trusted || !damaged && bin.index.transfer_explained() => {
                 backoff(&mut spins);
                 *h = bin.header();
             }
             _ => {
-                assert!(
-                    bin.index.is_persistent(),
-                    "dlht invariant: a bin in transfer with no resize or snapshot"
-                );
                 // Planted bug (scripts/planted-bugs.sh): trust the state.
                 if cfg!(dlht_plant = "settle_trusts_damage") {
                     backoff(&mut spins);

@@ -143,7 +143,10 @@ pub fn transfer_target<T: Threading>(
     for i in 0..sources {
         let s = t + i * new.bins();
         let Claim::Won(h) = claim(&old.bin_as::<T>(s)) else {
-            panic!("dlht invariant: a shrink source was transferred twice");
+            // A persistent index's source a damaged file showed transferred:
+            // its keys are lost with it.
+            assert!(old.is_persistent(), "dlht invariant: a shrink source was transferred twice");
+            continue;
         };
         claimed[held] = (s, h);
         held += 1;
@@ -367,8 +370,7 @@ fn copy_out<T: Threading>(bin: &BinRef<'_, T>, h: Header, dest: &Index, hash: &d
         let h = hash(key);
         // A key that does not hash to its bin is a damaged file's: its
         // copies could overflow a target bin. Dropped.
-        if bin.index.bin_of(h) != bin.bin {
-            assert!(bin.index.is_persistent(), "dlht invariant: a key is in its hash's bin");
+        if bin.index.is_persistent() && bin.index.bin_of(h) != bin.bin {
             return;
         }
         place::<T>(dest, h, w, state); // T2
@@ -427,10 +429,17 @@ fn copy_out<T: Threading>(bin: &BinRef<'_, T>, h: Header, dest: &Index, hash: &d
 fn place<T: Threading>(new: &Index, hash: u64, (key, value): (u64, u64), state: SlotState) {
     let bin = new.bin_as::<T>(new.bin_of(hash));
     let h = bin.header();
-    let i = h.first_invalid().expect("dlht invariant: a transfer target bin overflowed");
+    // Only a damaged file's target (bins shown full, links shown used up)
+    // can refuse a pair: it is lost, not a panic mid-transfer.
+    let Some(i) = h.first_invalid() else {
+        assert!(new.is_persistent(), "dlht invariant: a transfer target bin overflowed");
+        return;
+    };
     if let Some(kind) = link_needed(&bin, i) {
-        let chained = new.chain(&bin, kind, Claimant::Transfer);
-        assert!(chained, "dlht invariant: transfer link reserve exhausted");
+        if !new.chain(&bin, kind, Claimant::Transfer) {
+            assert!(new.is_persistent(), "dlht invariant: transfer link reserve exhausted");
+            return;
+        }
     }
     bin.slot(&mut None, i).fill_owned(key, value);
     bin.bucket.header.store_owned(h.with_slot(i, state));

@@ -466,9 +466,10 @@ impl Index {
         false
     }
 
-    /// True if a bin of this index may be in transfer now: a resize has
-    /// attached its next index, or a snapshot holds it. Acquire (both
-    /// loads): a bin put in transfer after either, and read so, shows it.
+    /// True if a bin of this index may be InTransfer now: a resize has
+    /// attached its next index, or a snapshot holds it (DoneTransfer needs
+    /// the next index). Acquire (both loads): a bin put in transfer after
+    /// either, and read so, shows it.
     pub fn transfer_explained(&self) -> bool {
         self.next_index().is_some() || self.resize.phase.load(Ordering::Acquire) == ResizeState::SNAPSHOT
     }
@@ -489,10 +490,11 @@ impl Index {
     /// Repair every bin of an index opened from a file that its file left
     /// in a transfer state (a damaged file's: see `protocol::settle`), the
     /// first time it is called: by the thread that won the index's
-    /// allocator role for a resize (no bin can then be in transfer but by
-    /// damage), or at open before a grow that recovery resumed, with
-    /// `done_too` false (its DoneTransfer bins are ones it moved). Runs
-    /// over every bin once, as the resize it precedes does.
+    /// allocator role for a resize, or the snapshot role (no bin can then
+    /// be in transfer but by damage), or at open before a resize that
+    /// recovery resumed, with `done_too` false (its DoneTransfer bins are
+    /// ones it moved; recovery finished every transfer a thread had under
+    /// way). Runs over every bin once, as the resize it precedes does.
     pub fn repair_transfer_states(&self, done_too: bool) {
         // Relaxed: only the allocator role's holder (or the open) calls
         // this, and the bins' own CASes order what it repairs.

@@ -247,7 +247,11 @@ pub fn hold_for_snapshot<'g>(core: &'g Core, guard: &'g Guard<'_>, hash: &dyn Fn
         let idx = core.current(guard);
         // AcqRel/Acquire: as in `grow`, the phase hands roles over.
         match idx.resize.phase.compare_exchange(IDLE, SNAPSHOT, Ordering::AcqRel, Ordering::Acquire) {
-            Ok(_) => return idx,
+            Ok(_) => {
+                // A damaged file's bin left in transfer would fail the freeze.
+                idx.repair_transfer_states(true);
+                return idx;
+            }
             Err(PUBLISHED) => {
                 // Other helpers may hold the last chunks: help, then wait
                 // for the publication without spinning hot.
