@@ -39,6 +39,10 @@
 //! - `wrong`: a value no started batch wrote for this key, or a key no
 //!   batch wrote.
 //!
+//! A loss an earlier check already reported (the key found without a
+//! value since its last acknowledged write: `<ackfile>.seen`) counts as
+//! `lost_earlier`, not again (for runs that go on after a documented loss).
+//!
 //! `check` prints `recovery()` and, for a byte map, the heap's damage
 //! counters after the reclamation walk, then one `RESULT` line; it exits 0
 //! if nothing was lost, torn or wrong, 1 otherwise, 2 if the map would not
@@ -244,6 +248,9 @@ struct Counts {
     ok_newer: usize,
     ok_unacked: usize,
     absent_unacked: usize,
+    /// Lost as reported by an earlier check (a run that goes on after a
+    /// documented loss: `POWER_LOSS_ACCEPT_DOCUMENTED=1`).
+    lost_earlier: usize,
     lost: usize,
     lost_changed: usize,
     torn: usize,
@@ -267,7 +274,7 @@ enum Found {
 #[derive(Default)]
 struct Notes {
     report: Vec<String>,
-    history: HashMap<String, Vec<String>>,
+    history: HashMap<String, Vec<(u64, String)>>,
     seen: Vec<String>,
 }
 
@@ -278,7 +285,8 @@ impl Notes {
             for line in text.lines() {
                 let f: Vec<&str> = line.split(' ').collect();
                 if let [round, key, found] = f[..] {
-                    n.history.entry(key.to_string()).or_default().push(format!("round {round}: {found}"));
+                    let round = round.parse().unwrap_or(0);
+                    n.history.entry(key.to_string()).or_default().push((round, found.to_string()));
                 }
             }
         }
@@ -299,9 +307,20 @@ impl Notes {
 
     fn before(&self, key: &str) -> String {
         match self.history.get(key) {
-            Some(h) => format!("; earlier checks found: {}", h.join(", ")),
+            Some(h) => {
+                let h: Vec<String> = h.iter().map(|(r, f)| format!("round {r}: {f}")).collect();
+                format!("; earlier checks found: {}", h.join(", "))
+            }
             None => String::new(),
         }
+    }
+
+    /// An earlier check (of a round at or after `since`) already found the
+    /// key without a value: a loss reported then, not again.
+    fn lost_before(&self, key: &str, since: u64) -> bool {
+        self.history
+            .get(key)
+            .is_some_and(|h| h.iter().any(|(r, f)| *r >= since && (f == "absent" || f == "damaged")))
     }
 }
 
@@ -350,6 +369,7 @@ fn judge(
         notes.seen.push(format!("{} {} {f}", acks.last_seed.unwrap_or(0), key()));
     }
     let before = notes.before(&key());
+    let settled = last_acked.is_some_and(|i| notes.lost_before(&key(), batches[i] >> 32));
     let report = &mut notes.report;
     match (&found, last_acked) {
         (Found::Batch(f), Some(i)) if *f == batches[i] => c.ok_acked += 1,
@@ -361,6 +381,7 @@ fn judge(
             }
         }
         (Found::Absent, None) => c.absent_unacked += 1,
+        (Found::Absent, Some(_)) if settled => c.lost_earlier += 1,
         (Found::Absent | Found::Batch(_), Some(_)) => {
             if !in_last_round {
                 c.lost += 1;
@@ -400,7 +421,7 @@ fn print_result(kind: &str, acks: &Acks, c: &Counts, extra: &str, report: &[Stri
     println!(
         "RESULT kind={kind} rounds={} started_batches={} acked_batches={} stored_batches={} keys={} \
          acked_keys={} ok_acked={} ok_newer={} ok_unacked={} absent_unacked={} lost={} lost_changed={} \
-         torn={} wrong={} stored_lost={} {extra}",
+         lost_earlier={} torn={} wrong={} stored_lost={} {extra}",
         acks.rounds,
         acks.started.len(),
         acks.acked.len(),
@@ -413,6 +434,7 @@ fn print_result(kind: &str, acks: &Acks, c: &Counts, extra: &str, report: &[Stri
         c.absent_unacked,
         c.lost,
         c.lost_changed,
+        c.lost_earlier,
         c.torn,
         c.wrong,
         c.stored_lost,
