@@ -63,14 +63,16 @@ impl Core {
     pub fn persistent(
         current: Index,
         next: Option<Index>,
-        fallback: Option<Index>,
+        fallback: Option<Box<Index>>,
         file: Arc<MapFile>,
     ) -> Core {
         if let Some(n) = next {
             let fell_back = n.file().is_some_and(|f| f.header().fell_back.load(Ordering::Relaxed) == 1);
             let n = current.attach_next(Box::new(n));
             if let Some(f) = fallback {
-                let f = Box::into_raw(Box::new(f));
+                // The box recovery may already have attached to `n` (by its
+                // address): the same one.
+                let f = Box::into_raw(f);
                 // Relaxed: published by the phase store below, as in `attach`.
                 current.resize.fallback.store(f, Ordering::Relaxed);
                 if fell_back {

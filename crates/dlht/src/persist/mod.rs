@@ -270,8 +270,10 @@ mod imp {
         /// The index a resize under way is filling, attached to `current` by
         /// the caller (the resize then goes on as any other).
         pub next: Option<Index>,
-        /// A shrink's fallback (see `resize`), if a shrink is under way.
-        pub fallback: Option<Index>,
+        /// A shrink's fallback (see `resize`), if a shrink is under way:
+        /// boxed before recovery ran, which may have attached it as the
+        /// smaller index's next (`Index::attach_fallback`), by address.
+        pub fallback: Option<Box<Index>>,
         /// Keys in the map (the cells' shares).
         pub len: u64,
     }
@@ -498,10 +500,14 @@ mod imp {
             // A grow under way: a larger next index. A shrink: a smaller one
             // and its fallback, as large as the current one (made before the
             // shrink was attached: without it, it never began).
+            // (The fallback is boxed at once: recovery may attach it to the
+            // smaller index by its address, which must stay the one the map
+            // then owns. A local moved into the map later left the smaller
+            // index pointing into this frame.)
             let (next, fallback) = match open(g + 1)? {
                 Some(n) if n.bins() > current.bins() => (Some(n), None),
                 Some(n) if n.bins() < current.bins() => match open(g + 2)? {
-                    Some(f) if f.bins() == current.bins() => (Some(n), Some(f)),
+                    Some(f) if f.bins() == current.bins() => (Some(n), Some(Box::new(f))),
                     _ => (None, None),
                 },
                 _ => (None, None),
@@ -519,7 +525,7 @@ mod imp {
                     this.shadow_cells(),
                     &current,
                     next.as_ref(),
-                    fallback.as_ref(),
+                    fallback.as_deref(),
                     hash,
                 );
                 h.recoveries.fetch_add(1, Ordering::Relaxed);
@@ -536,7 +542,7 @@ mod imp {
             for c in this.shadow_cells() {
                 c.hash.store(0, Ordering::Relaxed);
             }
-            let keep = [Some(&current), next.as_ref(), fallback.as_ref()].map(|i| i.map(|i| i.generation));
+            let keep = [Some(&current), next.as_ref(), fallback.as_deref()].map(|i| i.map(|i| i.generation));
             for old in files::index_generations(this.dir.dir())? {
                 if !keep.contains(&Some(old)) {
                     files::remove(&this.dir.dir().join(files::index_file_name(old)));
