@@ -727,3 +727,127 @@ fn sync_mode_makes_writes_durable_for_every_caller() {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
+
+// ---- a grow resumed at open is finished in the background ----
+
+/// A child for the resumed-grow tests (`DLHT_GROW_CHILD=<dir>,<keys>`):
+/// fill a map presized for `keys` keys with `k → 5k` (no grow), then grow
+/// it fourfold; `DLHT_CRASH_AT` stops it in the middle of that grow.
+/// With `<keys>` 0: open the map and wait (its background finisher works,
+/// and may reach the crash point).
+#[test]
+fn grow_child() {
+    let Ok(spec) = std::env::var("DLHT_GROW_CHILD") else { return };
+    let (dir, keys) = spec.split_once(',').unwrap();
+    let keys: usize = keys.parse().unwrap();
+    let m = FileMap::<u64, u64>::open_with(dir, OpenOptions::new().capacity(keys)).unwrap();
+    if keys == 0 {
+        std::thread::sleep(Duration::from_secs(60));
+        return;
+    }
+    for k in 0..keys as u64 {
+        m.insert(k, 5 * k).unwrap();
+    }
+    assert_eq!(m.stats().resizes, 0, "the fill grew the map");
+    m.reserve(4 * keys);
+}
+
+/// Run `grow_child` on `dir` (`keys` 0: reopen and wait), crashing at
+/// `at`.
+fn crash_grow_child(dir: &Path, keys: usize, at: &str) {
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "grow_child", "--nocapture", "--test-threads=1"])
+        .env("DLHT_GROW_CHILD", format!("{},{keys}", dir.display()))
+        .env("DLHT_CRASH_AT", at)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    crash_child::wait_for_abort(&mut child, at);
+}
+
+/// Wait, without writing, until `m`'s background finisher is done
+/// (bounded).
+fn wait_for_finisher(m: &FileMap<u64, u64>, what: &str) {
+    let bound = Duration::from_secs(if cfg!(debug_assertions) { 120 } else { 30 });
+    let started = Instant::now();
+    while m.finishing_in_background() {
+        assert!(started.elapsed() < bound, "{what}: the resumed grow was not finished in {bound:?}");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// A grow that a crash interrupted is finished after the reopen by the
+/// map's own thread, with no write to help it: the files then hold the
+/// larger index alone, every key is there, and the first write switches
+/// to it in memory. A crash of that thread mid-way is recovered as any.
+#[test]
+fn a_resumed_grow_is_finished_without_writes() {
+    let dir = fresh_dir("finish");
+    let keys = 60_000usize;
+    // Mid-grow: 300 bins of the fourfold grow transferred, of thousands.
+    crash_grow_child(&dir, keys, "transfer-finished:300");
+    assert_eq!(index_files(&dir).len(), 2, "the grow is under way in the files");
+    // Reopened, the finisher crashes in its turn (after 200 bins more).
+    crash_grow_child(&dir, 0, "transfer-finished:200");
+    assert_eq!(index_files(&dir).len(), 2, "the grow is still under way");
+    let m = FileMap::<u64, u64>::open(&dir).unwrap();
+    let r = m.recovery();
+    assert!(r.crashed && r.resize_resumed && !r.shrink_resumed, "{r:?}");
+    let small = m.capacity();
+    wait_for_finisher(&m, "after two crashes");
+    assert_eq!(index_files(&dir).len(), 1, "the replaced index's file is still there");
+    assert_eq!(m.capacity(), small, "the switch in memory waits for a write");
+    assert!((0..keys as u64).all(|k| m.get(&k) == Some(5 * k)), "a key was lost");
+    assert_eq!(m.len(), keys);
+    m.insert(u64::MAX >> 1, 1).unwrap();
+    assert!(m.capacity() >= 4 * small, "the write did not switch to the grown index");
+    assert_eq!(m.remove(&(u64::MAX >> 1)), Some(1));
+    drop(m);
+    let m = FileMap::<u64, u64>::open(&dir).unwrap();
+    assert!(!m.recovery().resize_resumed && !m.finishing_in_background());
+    assert_eq!(m.len(), keys);
+    assert!((0..keys as u64).all(|k| m.get(&k) == Some(5 * k)));
+    drop(m);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Closed while its finisher works, a map stops it at once (the drop does
+/// not wait for the grow), and the next open finds the grow under way, with
+/// every key, and finishes it. Closed after the finisher's end but before
+/// any write switched to the grown index, it reopens that index alone.
+#[test]
+fn a_map_closed_while_its_grow_is_finished_reopens_whole() {
+    let dir = fresh_dir("finish-drop");
+    let keys = 400_000usize;
+    crash_grow_child(&dir, keys, "transfer-finished:50");
+    let mut stopped_early = false;
+    for round in 0..3 {
+        let m = FileMap::<u64, u64>::open(&dir).unwrap();
+        if !m.recovery().resize_resumed {
+            break; // finished before a drop stopped it
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        let closing = std::thread::spawn(move || {
+            let running = m.finishing_in_background();
+            drop(m);
+            let _ = tx.send(running);
+        });
+        let bound = Duration::from_secs(10);
+        let running = rx.recv_timeout(bound).unwrap_or_else(|_| panic!("round {round}: the drop hangs"));
+        closing.join().unwrap();
+        stopped_early |= running;
+    }
+    assert!(stopped_early, "no drop met the finisher at work (too fast a machine?)");
+    let m = FileMap::<u64, u64>::open(&dir).unwrap();
+    wait_for_finisher(&m, "after the drops");
+    assert_eq!(index_files(&dir).len(), 1);
+    drop(m); // no write: the grown index is current in the files only
+    let m = FileMap::<u64, u64>::open(&dir).unwrap();
+    assert!(!m.recovery().resize_resumed);
+    assert!(m.capacity() >= 4 * keys / 2, "capacity {}", m.capacity());
+    assert_eq!(m.len(), keys);
+    assert!((0..keys as u64).all(|k| m.get(&k) == Some(5 * k)), "a key was lost");
+    drop(m);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -68,6 +68,16 @@ impl<K: Inline, V: Inline> Map<K, V, FileHasher> {
         // The keys already there count in this thread's share of the length
         // (in memory only: the file's shares already hold them).
         core.reclaim.with_record(|r| r.len.0.add(indexes.len as i64));
+        // A grow the open resumed is finished by a thread of its own, not
+        // only by the writes that help it (a shrink is left to them).
+        if let Some(p) = core.persist() {
+            let guard = core.pin();
+            let idx = core.current(&guard);
+            if let Some(next) = idx.next_index().filter(|n| n.bins() > idx.bins()) {
+                let h = hasher;
+                p.finish_resumed_grow(idx, next, move |w| h.hash_one(w), core.chunk_bins());
+            }
+        }
         Ok(Map { core, hasher, _kv: PhantomData })
     }
 
@@ -121,6 +131,18 @@ impl<K: Inline, V: Inline> Map<K, V, FileHasher> {
     /// ```
     pub fn map_id(&self) -> u64 {
         self.file().header().map_id
+    }
+
+    /// True while a thread of the map finishes, in the background, the grow
+    /// this open resumed ([`Recovery::resize_resumed`]: a process died
+    /// during it). Writes help as well, as with any grow; once every bin is
+    /// transferred the files name the larger index (a crash from then on
+    /// reopens it with nothing to resume), and the next insert, remove,
+    /// `reserve` or `stats` switches to it in memory. A drop meanwhile
+    /// stops the thread after the bin it is moving: the next open resumes
+    /// the rest.
+    pub fn finishing_in_background(&self) -> bool {
+        self.file().finishing()
     }
 
     pub(crate) fn file(&self) -> &MapFile {

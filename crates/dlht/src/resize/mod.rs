@@ -188,6 +188,111 @@ pub fn help_on_the_way(core: &Core, idx: &Index, hash: &dyn Fn(u64) -> u64) {
         && idx.resize.next_chunk.load(Ordering::Relaxed) < chunk_count(core, idx, next)
     {
         help(core, idx, hash, Budget::Bounded { own: None, chunks: 1 });
+        return;
+    }
+    // Every chunk claimed: a background finisher may have left the
+    // publication to the next writer (`finish_in_background`).
+    #[cfg(not(loom))]
+    if core.persist().is_some_and(|p| p.publication_waits(idx.generation)) {
+        help(core, idx, hash, Budget::Bounded { own: None, chunks: 0 });
+    }
+}
+
+/// How [`finish_in_background`] ended.
+#[cfg(not(loom))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Finished {
+    /// Asked to stop (the map is closing): bins it transferred are done,
+    /// its chunks not counted; the next open resumes the rest.
+    Stopped,
+    /// Its chunks are done and counted; a thread with a chunk still in
+    /// hand counts the last one and publishes the next index, as always.
+    Elsewhere {
+        /// Keys its transfers copied.
+        copied: usize,
+    },
+    /// It counted the last chunk: every bin is transferred, and the next
+    /// index is to be published — by a thread that has the map in hand
+    /// (the finisher has only the indexes), the first to [`help`].
+    Last {
+        /// Keys its transfers copied.
+        copied: usize,
+    },
+}
+
+/// The first step of [`finish_in_background`], taken by the opening
+/// thread before the map is shared: claim a chunk of the grow of `idx`
+/// into `next` (chunks of `chunk_bins` bins), to be held uncounted until
+/// the finisher's end. None if no chunk is left.
+#[cfg(not(loom))]
+pub fn claim_anchor(idx: &Index, next: &Index, chunk_bins: usize) -> Option<usize> {
+    let chunks = next.bins().min(idx.bins()).div_ceil(chunk_bins);
+    // Relaxed: chunk numbers only need to be distinct (as in `help`).
+    let anchor = idx.resize.next_chunk.fetch_add(1, Ordering::Relaxed);
+    (anchor < chunks).then_some(anchor)
+}
+
+/// R3 for a grow a persistent map's open resumed, run by a thread of its
+/// own (`persist::MapFile::finish_resumed_grow`) rather than only by
+/// writes: transfer chunk `anchor` (from [`claim_anchor`]) and every chunk
+/// left of `idx` into `next`, alongside any helpers, until none is left or
+/// `stop` says so (checked between bins).
+///
+/// The finisher has the two indexes but not the map: it is not pinned
+/// (the map may move), and cannot publish. Both indexes stay allocated
+/// while it runs because it holds the anchor claimed and uncounted until
+/// its very end: no thread can count the last chunk, so none publishes and
+/// retires `idx` (nor can `next` be replaced before it is current). The
+/// anchor must have been claimed before any other thread could reach the
+/// map, and `chunk_bins` must stay the map's chunk size. If its own count
+/// of the anchor is the last, it returns [`Finished::Last`] and nobody
+/// else publishes: the indexes stay allocated until the caller hands the
+/// publication over.
+#[cfg(not(loom))]
+pub fn finish_in_background(
+    idx: &Index,
+    next: &Index,
+    hash: &dyn Fn(u64) -> u64,
+    chunk_bins: usize,
+    anchor: usize,
+    stop: &dyn Fn() -> bool,
+) -> Finished {
+    let units = next.bins().min(idx.bins());
+    let chunks = units.div_ceil(chunk_bins);
+    let mut copied = 0;
+    let mut transfer = |c: usize| {
+        let first = c * chunk_bins;
+        let last = (first + chunk_bins).min(units);
+        prefault_targets(idx, next, first..last);
+        for b in first..last {
+            if stop() {
+                return false;
+            }
+            copied += transfer_bin::<Shared>(idx, b, next, hash);
+        }
+        true
+    };
+    if !transfer(anchor) {
+        return Finished::Stopped;
+    }
+    loop {
+        // Relaxed: as in `claim_anchor`.
+        let c = idx.resize.next_chunk.fetch_add(1, Ordering::Relaxed);
+        if c >= chunks {
+            break;
+        }
+        if !transfer(c) {
+            return Finished::Stopped;
+        }
+        // AcqRel: as in `help`. Never the last count: the anchor's is not
+        // in yet.
+        idx.resize.chunks_done.fetch_add(1, Ordering::AcqRel);
+    }
+    // AcqRel: as in `help`; the last count sees every other chunk's work.
+    if idx.resize.chunks_done.fetch_add(1, Ordering::AcqRel) + 1 == chunks {
+        Finished::Last { copied }
+    } else {
+        Finished::Elsewhere { copied }
     }
 }
 
@@ -297,6 +402,14 @@ fn chunk_count(core: &Core, idx: &Index, next: &Index) -> usize {
 /// chunk's claimant then finds it done (or waits out its transfer).
 fn help(core: &Core, idx: &Index, hash: &dyn Fn(u64) -> u64, budget: Budget) {
     let Some(next) = idx.next_index() else { return };
+    // A resumed grow a background finisher completed: its last chunk is
+    // done, and the first thread here with the map in hand publishes it.
+    #[cfg(not(loom))]
+    if let Some(copied) = core.persist().and_then(|p| p.take_publication(idx.generation)) {
+        core.note_transferred(copied);
+        core.publish(idx, next, None); // R4 (a grow: no fallback)
+        return;
+    }
     #[cfg(not(loom))]
     let _cell = core.cell_scope();
     let shrinking = next.bins() < idx.bins();
@@ -341,6 +454,11 @@ fn help(core: &Core, idx: &Index, hash: &dyn Fn(u64) -> u64, budget: Budget) {
         if idx.resize.chunks_done.fetch_add(1, Ordering::AcqRel) + 1 == chunks {
             // Relaxed: only this thread touches it from here on.
             let fallback = idx.resize.fallback.swap(core::ptr::null_mut(), Ordering::Relaxed);
+            // Keys a background finisher copied count in the statistic.
+            #[cfg(not(loom))]
+            if let Some(p) = core.persist() {
+                core.note_transferred(p.take_background_copied());
+            }
             // SAFETY: the fallback (if any) is alive until dropped below.
             let fell_back = core.publish(idx, next, unsafe { fallback.as_ref() }); // R4
             #[cfg(all(test, not(loom)))]
