@@ -60,6 +60,7 @@ impl<K: Inline, V: Inline> Map<K, V, FileHasher> {
         opened.file.check_hash(hash)?;
         let markers = Markers::for_hash(hash);
         let mut file = opened.file;
+        file.set_durability(options.durability);
         let indexes = file.open_indexes(markers, &hash)?;
         file.start(options.durability);
         file.opened(started);

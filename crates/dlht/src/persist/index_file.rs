@@ -16,6 +16,15 @@ use std::sync::{Arc, Mutex, Weak};
 pub struct FileSet {
     dir: PathBuf,
     open: Mutex<Vec<Weak<File>>>,
+    /// The map file, synced after every other file and the directory: it
+    /// names the rest (the current generation, the stamp), so what it names
+    /// is on disk before it is.
+    root: Mutex<Weak<File>>,
+    /// Set once a file was made or deleted since the directory was synced.
+    dir_changed: AtomicBool,
+    /// Sync mode (`Durability::Sync`): the steps a power loss could tear
+    /// apart (a stamp advance, a retired index's deletion) sync in order.
+    ordered: AtomicBool,
     /// The map's identity and stamp, which every file must name (set once
     /// the map file is checked, and as the stamp advances).
     stamp: Mutex<Stamp>,
@@ -24,7 +33,14 @@ pub struct FileSet {
 impl FileSet {
     /// The files of `dir`.
     pub fn new(dir: &Path) -> Arc<FileSet> {
-        Arc::new(FileSet { dir: dir.to_path_buf(), open: Mutex::new(Vec::new()), stamp: Mutex::default() })
+        Arc::new(FileSet {
+            dir: dir.to_path_buf(),
+            open: Mutex::new(Vec::new()),
+            root: Mutex::new(Weak::new()),
+            dir_changed: AtomicBool::new(false),
+            ordered: AtomicBool::new(false),
+            stamp: Mutex::default(),
+        })
     }
 
     /// The map's identity and stamp, as its map file gives them.
@@ -50,6 +66,32 @@ impl FileSet {
         open.push(Arc::downgrade(file));
     }
 
+    /// Register the map file: synced last (see [`Self::sync_all`]).
+    pub fn register_root(&self, file: &Arc<File>) {
+        *self.root.lock().unwrap_or_else(|e| e.into_inner()) = Arc::downgrade(file);
+    }
+
+    /// Sync mode on or off (see the field).
+    pub fn set_ordered(&self, on: bool) {
+        // Relaxed: set at open, before any thread uses the map.
+        self.ordered.store(on, Ordering::Relaxed);
+    }
+
+    /// True in sync mode: the steps a power loss could tear apart sync in
+    /// order.
+    pub fn ordered(&self) -> bool {
+        // Relaxed: see `set_ordered`.
+        self.ordered.load(Ordering::Relaxed)
+    }
+
+    /// Note a file made or deleted: the next [`Self::sync_all`] syncs the
+    /// directory too.
+    pub fn note_dir_changed(&self) {
+        // Relaxed: read by a later sync of this process; the file system
+        // orders the change itself.
+        self.dir_changed.store(true, Ordering::Relaxed);
+    }
+
     /// Register `file` to be synced before every other: a byte map's heap,
     /// so that a value is on disk before the index entry naming it.
     pub fn register_first(&self, file: &Arc<File>) {
@@ -60,11 +102,25 @@ impl FileSet {
 
     /// Write every open file's dirty pages and wait (in the order they were
     /// registered, a heap first).
+    ///
+    /// Then the directory, if a file was made or deleted, and the map file
+    /// last: a power loss between two of these syncs leaves on disk a map
+    /// file that names only what is already there (an index file made for
+    /// a grow, its contents, the heap's blocks).
     pub fn sync_all(&self) -> Result<(), Error> {
         let files: Vec<Arc<File>> =
             self.open.lock().unwrap_or_else(|e| e.into_inner()).iter().filter_map(Weak::upgrade).collect();
         for f in files {
             f.sync_data().map_err(files::io("syncing a map file"))?;
+        }
+        // Relaxed: see `note_dir_changed`.
+        if self.dir_changed.swap(false, Ordering::Relaxed) {
+            File::open(&self.dir)
+                .and_then(|d| d.sync_all())
+                .map_err(files::io("syncing the map's directory"))?;
+        }
+        if let Some(root) = self.root.lock().unwrap_or_else(|e| e.into_inner()).upgrade() {
+            root.sync_data().map_err(files::io("syncing the map file"))?;
         }
         Ok(())
     }
@@ -109,6 +165,7 @@ impl IndexFile {
         let bytes = IndexHeader::file_bytes(bins, links).ok_or(Error::CapacityOverflow)?;
         let path = set.dir().join(files::index_file_name(generation));
         let file = Arc::new(files::create_zeroed(&path, bytes)?);
+        set.note_dir_changed();
         let header = Mapping::new(&file, 0, PAGE)?;
         set.register(&file);
         let f = IndexFile::of(header, &file, set, generation);
@@ -191,10 +248,22 @@ impl IndexFile {
     /// Delete the file now, and not again when the index goes (a file of
     /// the same name may be made meanwhile).
     pub fn remove_now(&self) {
+        self.before_removal();
         files::remove(&self.set.dir().join(files::index_file_name(self.generation)));
         // Relaxed: read by the drop, on this thread or after the index's
         // reclamation.
         self.removed.store(true, Ordering::Relaxed);
+    }
+
+    /// In sync mode, put the map's switch away from this file on disk before
+    /// the file goes (a power loss must not find the map file naming a
+    /// deleted index, nor the new index unsynced). Best effort: a failed
+    /// sync is reported by the next `durable`.
+    fn before_removal(&self) {
+        if self.set.ordered() {
+            let _ = self.set.sync_all();
+        }
+        self.set.note_dir_changed();
     }
 
     /// Delete the file when the index goes: a newer index replaced it.
@@ -209,6 +278,7 @@ impl Drop for IndexFile {
         if self.retired.load(Ordering::Relaxed) && !self.removed.load(Ordering::Relaxed) {
             // Best effort: a file left behind is deleted by the next open,
             // which keeps only the generations the map file names.
+            self.before_removal();
             files::remove(&self.set.dir().join(files::index_file_name(self.generation)));
         }
     }

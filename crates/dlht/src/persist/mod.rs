@@ -243,7 +243,7 @@ mod imp {
         dir: Arc<FileSet>,
         map: Mapping,
         /// The map file, open for syncing.
-        _file: Arc<std::fs::File>,
+        root_file: Arc<std::fs::File>,
         /// Sync mode's group commit (None in process mode).
         commit: Option<GroupCommit>,
         /// The free shadow cells.
@@ -329,11 +329,11 @@ mod imp {
             }
             let map = Mapping::new(&file, 0, MAP_FILE_BYTES)?;
             let file = Arc::new(file);
-            dir.register(&file);
+            dir.register_root(&file);
             let mf = MapFile {
                 dir,
                 map,
-                _file: file,
+                root_file: file,
                 commit: None,
                 free_shadows: Mutex::new((0..SHADOW_CELLS).rev().collect()),
                 next_cell: AtomicUsize::new(0),
@@ -600,20 +600,30 @@ mod imp {
             // open, or a close with no operation under way), the directory
             // lock keeps other processes out, and a crash keeps stores in
             // program order on the page cache.
+            // In sync mode each step is on disk before the next begins: a
+            // power loss keeps no order of its own (the map file's stamping
+            // first, so that any file found with the new stamp is accepted).
+            let ordered = self.dir.ordered();
+            let sync_map = || match ordered {
+                true => self.root_file.sync_data().map_err(files::io("syncing the map file")),
+                false => Ok(()),
+            };
             let h = self.header();
             let old = h.stamp();
             let new = Stamp { stamping: old.stamp.wrapping_add(1), ..old };
             h.stamping.store(new.stamping, Ordering::Relaxed);
+            sync_map()?;
             self.dir.set_stamp(new);
             for g in files::index_generations(self.dir.dir())? {
                 let path = self.dir.dir().join(files::index_file_name(g));
-                super::stamp_file(&path, core::mem::offset_of!(IndexHeader, stamp), new.stamping)?;
+                super::stamp_file(&path, core::mem::offset_of!(IndexHeader, stamp), new.stamping, ordered)?;
             }
             if MapKind::Bytes as u32 == h.kind {
                 let path = self.dir.dir().join(super::heap::HEAP_FILE);
-                super::stamp_file(&path, super::heap::HeapHeader::STAMP_OFFSET, new.stamping)?;
+                super::stamp_file(&path, super::heap::HeapHeader::STAMP_OFFSET, new.stamping, ordered)?;
             }
             h.stamp.store(new.stamping, Ordering::Relaxed);
+            sync_map()?;
             self.dir.set_stamp(Stamp { stamp: new.stamping, ..new });
             Ok(())
         }
@@ -644,6 +654,12 @@ mod imp {
         /// Write every dirty page of the map's files to disk, and wait.
         pub fn sync(&self) -> Result<(), Error> {
             self.dir.sync_all()
+        }
+
+        /// Note the durability mode before the indexes are opened: in sync
+        /// mode the open's stamp advance syncs step by step.
+        pub fn set_durability(&self, durability: Durability) {
+            self.dir.set_ordered(matches!(durability, Durability::Sync { .. }));
         }
 
         /// Start sync mode's group commit for `durability` (nothing for
@@ -873,9 +889,15 @@ mod imp {
 }
 
 /// Store `stamp` in the 8-byte field at `offset` of page 0 of the file at
-/// `path` (a file of the map, checked before).
+/// `path` (a file of the map, checked before); with `sync`, on disk before
+/// this returns.
 #[cfg(not(loom))]
-fn stamp_file(path: &std::path::Path, offset: usize, stamp: u64) -> Result<(), crate::error::Error> {
+fn stamp_file(
+    path: &std::path::Path,
+    offset: usize,
+    stamp: u64,
+    sync: bool,
+) -> Result<(), crate::error::Error> {
     let (file, len) = files::open_rw(path, "opening a map file to stamp it")?;
     if len < layout::PAGE as u64 {
         return Ok(()); // a half-made index file, deleted by the next open
@@ -886,6 +908,9 @@ fn stamp_file(path: &std::path::Path, offset: usize, stamp: u64) -> Result<(), c
     let field = unsafe { &*(m.ptr().add(offset) as *const crate::sync::unmodelled::AtomicU64) };
     // Relaxed: see `advance_stamp`.
     field.store(stamp, crate::sync::Ordering::Relaxed);
+    if sync {
+        file.sync_data().map_err(files::io("syncing a map file's stamp"))?;
+    }
     Ok(())
 }
 

@@ -367,13 +367,9 @@ fn copy_out<T: Threading>(bin: &BinRef<'_, T>, h: Header, dest: &Index, hash: &d
             k if k != pending && state == SlotState::Valid => (k, SlotState::Valid),
             _ => return,
         };
-        let h = hash(key);
-        // A key that does not hash to its bin is a damaged file's: its
-        // copies could overflow a target bin. Dropped.
-        if bin.index.is_persistent() && bin.index.bin_of(h) != bin.bin {
-            return;
-        }
-        place::<T>(dest, h, w, state); // T2
+        // (A damaged file's keys that overflow a target bin are dropped by
+        // `place`.)
+        place::<T>(dest, hash(key), w, state); // T2
         copied += 1;
     };
     for i in h.slots_in(SlotState::Valid).or(h.slots_in(SlotState::Shadow)) {
