@@ -560,6 +560,15 @@ fn bounded(what: &str, f: impl FnOnce() + Send + 'static) {
     }
 }
 
+/// A FileMap in `dir` holding `k → 7k` for k in 1..=keys, closed: its bins.
+fn seven_times(dir: &Path, keys: u64) -> usize {
+    let m = FileMap::<u64, u64>::open(dir).unwrap();
+    for k in 1..=keys {
+        m.insert(k, k * 7).unwrap();
+    }
+    m.stats().bins
+}
+
 /// Bin headers a damaged file left in transfer (InTransfer, DoneTransfer,
 /// or the state no transition writes) with no resize under way: every key
 /// is still served from its slots, the bins are repaired (counted), and the
@@ -569,13 +578,7 @@ fn bounded(what: &str, f: impl FnOnce() + Send + 'static) {
 fn bins_left_in_transfer_by_damage_are_repaired() {
     const KEYS: u64 = 3000;
     let base = fresh_dir("transfer-states");
-    let bins = {
-        let m = FileMap::<u64, u64>::open(&base).unwrap();
-        for k in 1..=KEYS {
-            m.insert(k, k * 7).unwrap();
-        }
-        m.stats().bins
-    };
+    let bins = seven_times(&base, KEYS);
     for state in [0b01u64, 0b10, 0b11] {
         let dir = fresh_dir(&format!("transfer-states-{state}"));
         Files::read(&base).write(&dir);
@@ -610,13 +613,7 @@ fn bins_left_in_transfer_by_damage_are_repaired() {
 fn headers_that_disagree_with_their_slots_neither_panic_nor_hang() {
     const KEYS: u64 = 3000;
     let base = fresh_dir("disagreeing-headers");
-    let bins = {
-        let m = FileMap::<u64, u64>::open(&base).unwrap();
-        for k in 1..=KEYS {
-            m.insert(k, k * 7).unwrap();
-        }
-        m.stats().bins
-    };
+    let bins = seven_times(&base, KEYS);
     // Every Valid slot (0b10) shown as Shadow (0b11).
     let shadowed = |h: u64| h | ((h & 0x2aaa_aaaa) >> 1);
     let unchained = |_: u64| 0u64;
