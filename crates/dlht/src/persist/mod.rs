@@ -248,31 +248,31 @@ mod imp {
         commit: Option<GroupCommit>,
         /// The free shadow cells.
         free_shadows: Mutex<Vec<usize>>,
-        next_cell: AtomicUsize,
+        pub(crate) next_cell: AtomicUsize,
         recovery: Recovery,
         /// The thread finishing a grow the open resumed, while it runs.
-        finisher: Mutex<Option<Finisher>>,
+        pub(crate) finisher: Mutex<Option<Finisher>>,
         /// True from the finisher's start until it is done.
-        finishing: AtomicBool,
+        pub(crate) finishing: AtomicBool,
         /// The generation of an index whose grow the finisher completed,
         /// left to the first thread with the map in hand to publish in
         /// memory (`resize::help`); 0 when none.
-        publication: AtomicU64,
+        pub(crate) publication: AtomicU64,
         /// Keys the finisher's transfers copied (the occupancy statistic of
         /// the publication that follows).
-        background_copied: AtomicUsize,
+        pub(crate) background_copied: AtomicUsize,
         _lock: DirLock,
     }
 
     /// A background finisher: its stop flag and thread.
-    struct Finisher {
-        stop: Arc<AtomicBool>,
-        thread: std::thread::JoinHandle<()>,
+    pub(crate) struct Finisher {
+        pub(crate) stop: Arc<AtomicBool>,
+        pub(crate) thread: std::thread::JoinHandle<()>,
     }
 
     /// An index of the map, for the finisher's thread: see
-    /// [`MapFile::finish_resumed_grow`] for why it stays allocated.
-    struct IndexPtr(*const Index);
+    /// `MapFile::finish_resumed_grow` (`resize::finisher`) for why it stays allocated.
+    pub(crate) struct IndexPtr(pub(crate) *const Index);
     // SAFETY: an index is Send + Sync (atomics and mappings); the pointer is
     // only read while the index is alive (see `finish_resumed_grow`).
     unsafe impl Send for IndexPtr {}
@@ -680,119 +680,8 @@ mod imp {
             }
         }
 
-        /// Finish the grow of `idx` into `next` that the open resumed, on a
-        /// thread of its own (`dlht-finish`), so that it ends without
-        /// waiting for writes (which help with a chunk each, as before);
-        /// `hash` is the map's, `chunk_bins` its chunk size. When its last
-        /// chunk is done, the map file names `next` and `idx`'s file is
-        /// deleted at once; the index in memory is switched by the next
-        /// thread that helps a resize (any insert or remove, `reserve`,
-        /// `stats`, a snapshot): until then gets on `idx` find each bin
-        /// forwarded. [`close_clean`](Self::close_clean) stops and joins the
-        /// thread first.
-        ///
-        /// `idx` and `next` must be the map's current index and the grow's,
-        /// owned by the map until it drops (after `close_clean`): the
-        /// finisher is not pinned, and relies on holding a chunk of the grow
-        /// uncounted until its end, so that no thread can publish `next`
-        /// and retire `idx` while it uses them
-        /// (`resize::finish_in_background`).
-        pub fn finish_resumed_grow(
-            self: &Arc<Self>,
-            idx: &Index,
-            next: &Index,
-            hash: impl Fn(u64) -> u64 + Clone + Send + 'static,
-            chunk_bins: usize,
-        ) {
-            // Its own cell, for its transfers' records (a crash while it
-            // works is recovered as any thread's).
-            // Relaxed: distinct numbers, as in `new_cell`.
-            let n = self.next_cell.fetch_add(1, Ordering::Relaxed);
-            if n >= THREAD_CELLS {
-                return; // every cell taken: writes finish the grow
-            }
-            // Claimed here, before the map is shared: from now on no thread
-            // can publish the grow before the finisher is done with both
-            // indexes.
-            let Some(anchor) = crate::resize::claim_anchor(idx, next, chunk_bins) else { return };
-            let stop = Arc::new(AtomicBool::new(false));
-            let (old, new) = (IndexPtr(idx), IndexPtr(next));
-            // Relaxed: read by `finishing`, a status; the finisher's end
-            // stores it with Release.
-            self.finishing.store(true, Ordering::Relaxed);
-            let (file, halt, h) = (self.clone(), stop.clone(), hash.clone());
-            let spawned = std::thread::Builder::new().name("dlht-finish".into()).spawn(move || {
-                let (old, new) = (old, new); // whole: the wrappers are Send
-                                             // SAFETY: see above: both stay allocated until this thread
-                                             // counts its anchor (and, on `Last`, until it hands the
-                                             // publication over, its last step) or is joined by
-                                             // `close_clean`, before the map frees them.
-                let (idx, next) = unsafe { (&*old.0, &*new.0) };
-                file.finish(idx, next, &h, chunk_bins, anchor, n, &halt);
-            });
-            match spawned {
-                Ok(thread) => {
-                    *self.finisher.lock().unwrap_or_else(|e| e.into_inner()) = Some(Finisher { stop, thread })
-                }
-                // No thread: the anchor is claimed, so the grow is
-                // finished here, now.
-                Err(_) => self.finish(idx, next, &hash, chunk_bins, anchor, n, &stop),
-            }
-        }
-
-        /// The finisher's work (see `finish_resumed_grow`), with cell `n`.
-        #[allow(clippy::too_many_arguments)]
-        fn finish(
-            &self,
-            idx: &Index,
-            next: &Index,
-            hash: &dyn Fn(u64) -> u64,
-            chunk_bins: usize,
-            anchor: usize,
-            n: usize,
-            stop: &AtomicBool,
-        ) {
-            let cell = &self.cells()[n];
-            let scope = super::cell::CellScope::enter(cell);
-            // Relaxed: a stop request, polled between bins.
-            let end = crate::resize::finish_in_background(idx, next, hash, chunk_bins, anchor, &|| {
-                stop.load(Ordering::Relaxed)
-            });
-            drop(scope);
-            // Relaxed: its transfers are all whole (a crash from here finds
-            // nothing of its in flight).
-            cell.intent.store(0, Ordering::Relaxed);
-            cell.moving_slot.store(0, Ordering::Relaxed);
-            match end {
-                crate::resize::Finished::Last { copied } => {
-                    // Every bin is transferred: the files say so now (as
-                    // `Core::publish` does, in its order: a crash between
-                    // finds `next` current with every key).
-                    self.set_generation(next.generation);
-                    if let Some(f) = idx.file() {
-                        f.remove_now();
-                    }
-                    // Relaxed: published by the Release below.
-                    self.background_copied.fetch_add(copied, Ordering::Relaxed);
-                    // Release: the taker (`take_publication`, AcqRel) sees
-                    // every transfer (this thread's last chunk count saw
-                    // the others') and the stores above. Neither index is
-                    // touched after this.
-                    self.publication.store(idx.generation, Ordering::Release);
-                }
-                crate::resize::Finished::Elsewhere { copied } => {
-                    // Relaxed: a statistic.
-                    self.background_copied.fetch_add(copied, Ordering::Relaxed);
-                }
-                crate::resize::Finished::Stopped => {}
-            }
-            // Release: pairs with `finishing`'s Acquire (a status that then
-            // finds the files as the finisher left them).
-            self.finishing.store(false, Ordering::Release);
-        }
-
         /// True while a background thread finishes the grow the open
-        /// resumed ([`finish_resumed_grow`](Self::finish_resumed_grow)).
+        /// resumed (`finish_resumed_grow`, in `resize::finisher`).
         pub fn finishing(&self) -> bool {
             // Acquire: see the finisher's last store.
             self.finishing.load(Ordering::Acquire)

@@ -42,6 +42,9 @@
 //! count must change at least fourfold before the other can follow: the
 //! two cannot alternate.
 
+#[cfg(not(loom))]
+mod finisher;
+
 use crate::error::Error;
 use crate::map::state::Core;
 use crate::protocol::transfer::{transfer_bin, transfer_own_bin, transfer_target, MAX_SHRINK_FACTOR};
