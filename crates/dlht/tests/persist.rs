@@ -851,3 +851,44 @@ fn a_map_closed_while_its_grow_is_finished_reopens_whole() {
     drop(m);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+// ---- a full file system ----
+
+/// A grow on a full file system fails with an error `try_insert` returns
+/// (`insert` panics with it; the new index's bins are preallocated before it
+/// is attached), instead of a
+/// SIGBUS at a later page fault; the map goes on with its index as it was,
+/// and reopens whole. Needs `DLHT_SMALL_FS` to name a directory on a small
+/// file system (e.g. a 64 MiB tmpfs: `mount -t tmpfs -o size=64m tmpfs
+/// /mnt/small`); skipped otherwise.
+#[test]
+fn a_grow_on_a_full_file_system_fails_cleanly() {
+    let Ok(base) = std::env::var("DLHT_SMALL_FS") else { return };
+    let dir = Path::new(&base).join(format!("dlht-full-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let m = FileMap::<u64, u64>::open(&dir).unwrap();
+    let mut n = 0u64;
+    let err = loop {
+        match m.try_insert(n, n) {
+            Ok(r) => {
+                assert_eq!(r, Ok(()));
+                n += 1
+            }
+            Err(e) => break e,
+        }
+        assert!(n < 1 << 32, "the file system never filled");
+    };
+    eprintln!("{n} keys in, then: {err}");
+    assert!(matches!(err, Error::Io { what, .. } if what.contains("preallocating")), "{err:?}");
+    assert_eq!(m.len(), n as usize);
+    assert!((0..n).all(|k| m.get(&k) == Some(k)), "a key was lost");
+    for k in 0..n / 2 {
+        assert_eq!(m.remove(&k), Some(k));
+    }
+    drop(m);
+    let m = FileMap::<u64, u64>::open(&dir).unwrap();
+    assert_eq!(m.len(), (n - n / 2) as usize);
+    assert!((n / 2..n).all(|k| m.get(&k) == Some(k)));
+    drop(m);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

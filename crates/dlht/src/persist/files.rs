@@ -288,6 +288,46 @@ pub fn create_zeroed(path: &Path, len: usize) -> Result<File, Error> {
     Ok(f)
 }
 
+/// Give `len` bytes of `file` from `offset` their disk blocks now, as
+/// unwritten extents (`fallocate(FALLOC_FL_KEEP_SIZE)`: nothing is written,
+/// they read as zeros, the file's size is unchanged), so that the pages a
+/// mapping then faults in find their blocks allocated instead of reserving
+/// them one fault at a time. True if the file system did; false if it
+/// cannot (no `fallocate` there: the blocks are then taken as the pages are
+/// first written, as without this). A full file system or quota is an
+/// error (`what` names the step), as is an I/O error.
+pub fn preallocate(file: &File, offset: usize, len: usize, what: &'static str) -> Result<bool, Error> {
+    #[cfg(target_os = "linux")]
+    loop {
+        // SAFETY: fallocate on a descriptor we own; no memory is passed.
+        let r = unsafe {
+            libc::fallocate(
+                file.as_raw_fd(),
+                libc::FALLOC_FL_KEEP_SIZE,
+                offset as libc::off_t,
+                len as libc::off_t,
+            )
+        };
+        if r == 0 {
+            return Ok(true);
+        }
+        let e = std::io::Error::last_os_error();
+        return match e.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(libc::ENOSPC | libc::EDQUOT | libc::EIO | libc::EFBIG) => {
+                Err(Error::Io { what, kind: e.kind() })
+            }
+            // EOPNOTSUPP, ENOSYS, EINVAL, ...: not here; blocks come on first write.
+            _ => Ok(false),
+        };
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = (file, offset, len, what);
+        Ok(false)
+    }
+}
+
 /// Make a rename or a creation in `dir` durable (fsync of the directory).
 pub fn sync_dir(dir: &Path) -> Result<(), Error> {
     File::open(dir).and_then(|d| d.sync_all()).map_err(io("syncing the map directory"))

@@ -131,7 +131,7 @@ impl FileSet {
 pub struct IndexFile {
     header: Mapping,
     /// Kept open for syncing (see [`FileSet`]).
-    _file: Arc<File>,
+    file: Arc<File>,
     set: Arc<FileSet>,
     generation: u64,
     /// Set when a newer index replaced this one: its file goes with it.
@@ -144,7 +144,7 @@ impl IndexFile {
     fn of(header: Mapping, file: &Arc<File>, set: &Arc<FileSet>, generation: u64) -> IndexFile {
         IndexFile {
             header,
-            _file: file.clone(),
+            file: file.clone(),
             set: set.clone(),
             generation,
             retired: AtomicBool::new(false),
@@ -238,6 +238,14 @@ impl IndexFile {
         // the header is an integer or an atomic: any bytes are a valid
         // header (a reopen checks the values before trusting them).
         unsafe { &*(self.header.ptr() as *const IndexHeader) }
+    }
+
+    /// Give the bins of this index's file (`bins` of them) their disk
+    /// blocks now (see [`files::preallocate`]): false where the file system
+    /// cannot; an error if it is full.
+    pub fn preallocate_bins(&self, bins: usize) -> Result<bool, Error> {
+        let len = bins.checked_mul(IndexHeader::BUCKET_BYTES).ok_or(Error::CapacityOverflow)?;
+        files::preallocate(&self.file, IndexHeader::bins_offset(), len, "preallocating a grown index's file")
     }
 
     /// The map's files.

@@ -107,7 +107,32 @@ pub fn next_index(idx: &Index, min_bins: usize) -> Result<Index, Error> {
     if bins >= MAX_BINS {
         return Err(Error::CapacityOverflow);
     }
-    idx.new_like(grown_bins(bins).max(min_bins).min(MAX_BINS), idx.generation + 1)
+    let next = idx.new_like(grown_bins(bins).max(min_bins).min(MAX_BINS), idx.generation + 1)?;
+    #[cfg(not(loom))]
+    prepare(&next)?;
+    Ok(next)
+}
+
+/// Ready a persistent grow's new index before it is attached: its bins get
+/// their disk blocks now (`fallocate`, unwritten extents: nothing is
+/// written), so a full file system fails the grow here, as an error the
+/// insert returns, instead of killing the process with SIGBUS at a later
+/// page fault into a hole; a file system without `fallocate` goes on as
+/// before. The index is not prefaulted here: faulting it all in before it
+/// is attached (`MADV_POPULATE_WRITE` over every bin) made the growing
+/// thread do alone what the helpers do in parallel, a chunk's targets each
+/// (`prefault_targets`), and cut 2-thread population to 0.70 of the
+/// in-memory map's from 0.95 (BENCHMARKS, 2026-11-27). On error the new
+/// file is deleted at once (the index, never attached, is dropped).
+#[cfg(not(loom))]
+fn prepare(next: &Index) -> Result<(), Error> {
+    if let Some(f) = next.file() {
+        if let Err(e) = f.preallocate_bins(next.bins()) {
+            f.remove_now();
+            return Err(e);
+        }
+    }
+    Ok(())
 }
 
 /// Shrink `idx` towards `target_bins` bins (one step: at most
