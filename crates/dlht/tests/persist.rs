@@ -494,7 +494,7 @@ fn check_after_crash(
     run_seed: u64,
     keys: u64,
     acked: [Option<u64>; THREADS as usize],
-) -> Option<(HashMap<u64, u64>, dlht::Recovery, u64)> {
+) -> Option<(HashMap<u64, u64>, dlht::Recovery, u64, i64)> {
     let mut model = model.clone();
     let mut in_flight = Vec::new();
     let mut acks = 0;
@@ -548,7 +548,8 @@ fn check_after_crash(
     // Each key once: an iteration yielding a key twice would count more.
     assert_eq!(m.iter().count(), got.len(), "{what}: a key appears twice");
     let len = m.len() as i64;
-    assert!((len - got.len() as i64).abs() <= THREADS as i64, "{what}: len {len} for {} keys", got.len());
+    let len_off = len - got.len() as i64;
+    assert!(len_off.abs() <= THREADS as i64, "{what}: len {len} for {} keys", got.len());
     // The recovered map is fully usable: a write to a fresh key of every
     // thread, and to each key an op was in flight on (an insert left
     // pending by a dead thread would make it wait forever: bounded here).
@@ -574,7 +575,7 @@ fn check_after_crash(
         h.join().unwrap();
     }
     assert!(std::sync::Arc::try_unwrap(m).is_ok(), "{what}: a writer still holds the map");
-    Some((got, r, acks))
+    Some((got, r, acks, len_off))
 }
 
 #[test]
@@ -583,6 +584,7 @@ fn every_acknowledged_write_survives_kill_9() {
     let mut model: HashMap<u64, u64> = HashMap::new();
     let mut seed = 0x5eed_u64 ^ std::process::id() as u64;
     let (mut resumed, mut shrinks, mut recovered_bins, mut total_acks) = (0, 0, 0, 0u64);
+    let (mut reopens, mut len_off, mut counted) = (0, 0, 0);
     let started = Instant::now();
     for kill in 0..kills() {
         // In every four runs: one from an empty map with many keys, so that
@@ -606,7 +608,10 @@ fn every_acknowledged_write_survives_kill_9() {
         let _ = child.wait();
         let acked = reader.join().unwrap();
         let what = format!("kill {kill}");
-        if let Some((got, r, acks)) = check_after_crash(&dir, &what, &model, run_seed, keys, acked) {
+        if let Some((got, r, acks, off)) = check_after_crash(&dir, &what, &model, run_seed, keys, acked) {
+            reopens += 1;
+            len_off += (off != 0) as usize;
+            counted += (r.removes_counted > 0) as usize;
             resumed += r.resize_resumed as usize;
             shrinks += r.shrink_resumed as usize;
             recovered_bins += r.bins_visited;
@@ -615,7 +620,7 @@ fn every_acknowledged_write_survives_kill_9() {
         }
     }
     eprintln!(
-        "{} kills in {:.1} s: {total_acks} acknowledged writes checked, {resumed} reopens resumed a resize ({shrinks} a shrink), {recovered_bins} bins recovered",
+        "{} kills in {:.1} s: {total_acks} acknowledged writes checked, {resumed} reopens resumed a resize ({shrinks} a shrink), {recovered_bins} bins recovered; len() off after {len_off} of {reopens} reopens (recovery counted a remove's kill after {counted})",
         kills(),
         started.elapsed().as_secs_f64()
     );
@@ -654,7 +659,7 @@ fn every_crash_point_is_recovered() {
             crash_child::wait_for_abort(&mut child, &spec);
             let acked = reader.join().unwrap();
             let files = index_files(&dir);
-            let (_, r, _) = check_after_crash(&dir, &spec, &HashMap::new(), run_seed, keys, acked)
+            let (_, r, _, _) = check_after_crash(&dir, &spec, &HashMap::new(), run_seed, keys, acked)
                 .unwrap_or_else(|| panic!("{spec}: the map was not made"));
             // What the point leaves for recovery (a crash point aborts the
             // process, and its other threads run on for the microseconds
@@ -850,6 +855,79 @@ fn a_map_closed_while_its_grow_is_finished_reopens_whole() {
     assert!((0..keys as u64).all(|k| m.get(&k) == Some(5 * k)), "a key was lost");
     drop(m);
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+// ---- the length after a crash ----
+
+/// A child for the length tests (`DLHT_LEN_CHILD=<dir>`): insert keys
+/// 0..1000, then remove them, on one thread; `DLHT_CRASH_AT` stops it.
+#[test]
+fn len_child() {
+    let Ok(dir) = std::env::var("DLHT_LEN_CHILD") else { return };
+    let m = FileMap::<u64, u64>::open(&dir).unwrap();
+    for k in 0..1000u64 {
+        m.insert(k, k).unwrap();
+    }
+    for k in 0..1000u64 {
+        m.remove(&k);
+    }
+}
+
+/// Crash a `len_child` at `at`, reopen: the length, the keys there and the
+/// removes recovery counted.
+fn len_after_crash(name: &str, at: &str) -> (usize, usize, usize) {
+    let dir = fresh_dir(name);
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "len_child", "--nocapture", "--test-threads=1"])
+        .env("DLHT_LEN_CHILD", &dir)
+        .env("DLHT_CRASH_AT", at)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    crash_child::wait_for_abort(&mut child, at);
+    let m = FileMap::<u64, u64>::open(&dir).unwrap();
+    let r = m.recovery();
+    assert!(r.crashed);
+    let got = (m.len(), m.iter().count());
+    drop(m);
+    // A second reopen (a clean close between) keeps it.
+    let m = FileMap::<u64, u64>::open(&dir).unwrap();
+    assert_eq!((m.len(), m.iter().count()), got, "{at}: the length changed across a clean reopen");
+    drop(m);
+    std::fs::remove_dir_all(&dir).unwrap();
+    (got.0, got.1, r.removes_counted)
+}
+
+/// A remove whose thread died after killing the key and before freeing
+/// its slot took effect (recovery frees the slot) but had not counted
+/// itself: recovery counts it, so `len()` is exact after the reopen.
+#[test]
+fn the_length_is_exact_after_a_crash_in_a_remove() {
+    for nth in [1, 7, 500] {
+        let at = format!("remove-killed:{nth}");
+        let (len, keys, counted) = len_after_crash("len-remove", &at);
+        assert_eq!(counted, 1, "{at}: recovery did not count the killed key");
+        assert_eq!(keys, 1000 - nth, "{at}");
+        assert_eq!(len, keys, "{at}: len() counts a removed key");
+    }
+}
+
+/// Known limit (see DESIGN, "Persistent maps"): an insert whose thread dies
+/// after publishing its pair and before counting it leaves `len()` one
+/// short; recovery cannot tell that pair from one counted (the count is
+/// stored by `Map`'s write path after the protocol returns, with nothing in
+/// the bin or the thread's cell to say the store is missing). Ignored until
+/// the write path records the pending count in the cell.
+#[test]
+#[ignore = "known: an insert published but not yet counted when its thread died leaves len() one short"]
+fn the_length_is_exact_after_a_crash_after_an_insert() {
+    for nth in [1, 7, 500] {
+        let at = format!("insert-published:{nth}");
+        let (len, keys, _) = len_after_crash("len-insert", &at);
+        assert_eq!(keys, nth, "{at}");
+        assert_eq!(len, keys, "{at}: len() misses a published key");
+    }
 }
 
 // ---- a full file system ----

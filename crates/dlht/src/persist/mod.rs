@@ -228,6 +228,11 @@ mod imp {
         /// Transfers (a grow's bins, a shrink's targets) dead threads had
         /// under way that recovery resumed; one already finished counts too.
         pub transfers_finished: usize,
+        /// Removes that had taken effect (their keys killed) but were not
+        /// yet counted in the length when their threads died: recovery
+        /// freed their slots and counted them, so [`len`](crate::Map::len)
+        /// is exact for them.
+        pub removes_counted: usize,
         /// A resize was under way, and goes on now.
         pub resize_resumed: bool,
         /// That resize is a shrink.
@@ -342,6 +347,7 @@ mod imp {
                     bins_visited: 0,
                     slots_freed: 0,
                     transfers_finished: 0,
+                    removes_counted: 0,
                     resize_resumed: false,
                     shrink_resumed: false,
                     snapshot_thawed: 0,
@@ -576,6 +582,19 @@ mod imp {
                     files::remove(&this.dir.dir().join(files::index_file_name(old)));
                 }
             }
+            // A remove that killed its key and died before freeing the slot
+            // (recovery freed it) had not counted itself: its count goes in
+            // the first cell's share (the shares' sum is the length).
+            // Relaxed: as above, no other thread runs in the map yet. (A
+            // crash between recovery's free and this store leaves the
+            // length one high, as before recovery counted these.)
+            if report.removes_uncounted > 0 {
+                let c = &this.cells()[0].len_share;
+                c.store(
+                    c.load(Ordering::Relaxed).wrapping_sub(report.removes_uncounted as u64),
+                    Ordering::Relaxed,
+                );
+            }
             let len =
                 this.cells().iter().fold(0u64, |s, c| s.wrapping_add(c.len_share.load(Ordering::Relaxed)));
             this.advance_stamp()?;
@@ -589,6 +608,7 @@ mod imp {
             r.bins_visited = report.bins_visited;
             r.slots_freed = report.slots_freed;
             r.transfers_finished = report.transfers_finished;
+            r.removes_counted = report.removes_uncounted;
             Ok(Indexes { current, next, fallback, len: (len as i64).max(0) as u64 })
         }
 

@@ -32,6 +32,10 @@ pub struct Report {
     pub slots_freed: usize,
     /// Transfers finished.
     pub transfers_finished: usize,
+    /// Of the slots freed, killed keys (`(dead, v)`): removes that took
+    /// effect before their threads died, and had not counted themselves in
+    /// the length yet (a remove counts after it frees the slot).
+    pub removes_uncounted: usize,
 }
 
 /// Recover the bins the threads of `cells` were working on in `current`
@@ -118,7 +122,7 @@ pub fn run(
         let hash = ShadowCell::untag(w);
         for idx in [Some(current), next, fallback].into_iter().flatten() {
             r.bins_visited += 1;
-            r.slots_freed += clean(idx, idx.bin_of(hash));
+            clean(idx, idx.bin_of(hash), &mut r);
         }
     }
     for (_, i) in intents() {
@@ -137,16 +141,16 @@ pub fn run(
         if cfg!(dlht_plant = "recover_no_clean") {
             continue;
         }
-        r.slots_freed += clean(idx, b);
+        clean(idx, b, &mut r);
         // Its contents moved on: clean where they went.
         if !idx.bin(b).header().is_no_transfer() {
             for to in [next, fallback].into_iter().flatten().filter(|n| n.generation > idx.generation) {
                 if to.bins() >= idx.bins() {
                     for j in 0..to.bins() / idx.bins() {
-                        r.slots_freed += clean(to, b + j * idx.bins());
+                        clean(to, b + j * idx.bins(), &mut r);
                     }
                 } else {
-                    r.slots_freed += clean(to, b & (to.bins() - 1));
+                    clean(to, b & (to.bins() - 1), &mut r);
                 }
             }
         }
@@ -155,24 +159,25 @@ pub fn run(
 }
 
 /// Free the slots of bin `b` that only a thread in flight could have left
-/// as they are (see the module's table); the number freed. Bins in
-/// transfer are left alone (their garbage is never copied).
-fn clean(idx: &Index, b: usize) -> usize {
+/// as they are (see the module's table), counted in `r`. Bins in transfer
+/// are left alone (their garbage is never copied).
+fn clean(idx: &Index, b: usize, r: &mut Report) {
     let bin = idx.bin(b);
     let h = bin.header();
     if !h.is_no_transfer() {
-        return 0;
+        return;
     }
     let (dead, pending, shadow, moved) = (bin.dead(), bin.pending(), bin.shadow(), bin.moved());
     let mut lm = None;
     let mut fixed = h;
-    let mut freed = 0;
+    let (mut freed, mut killed) = (0, 0);
     for i in 0..SLOTS_PER_BIN {
         let free = match h.slot(i) {
             SlotState::Invalid => false,
             SlotState::TryInsert | SlotState::Shadow => true,
             SlotState::Valid => {
                 let k = bin.slot(&mut lm, i).load_key();
+                killed += (k == dead) as usize;
                 k == dead || k == pending || k == shadow || k == moved
             }
         };
@@ -184,5 +189,6 @@ fn clean(idx: &Index, b: usize) -> usize {
     if freed > 0 {
         bin.bucket.header.store_owned(fixed);
     }
-    freed
+    r.slots_freed += freed;
+    r.removes_uncounted += killed;
 }
