@@ -115,9 +115,7 @@ impl FileSet {
         }
         // Relaxed: see `note_dir_changed`.
         if self.dir_changed.swap(false, Ordering::Relaxed) {
-            File::open(&self.dir)
-                .and_then(|d| d.sync_all())
-                .map_err(files::io("syncing the map's directory"))?;
+            files::sync_dir(&self.dir)?;
         }
         if let Some(root) = self.root.lock().unwrap_or_else(|e| e.into_inner()).upgrade() {
             root.sync_data().map_err(files::io("syncing the map file"))?;

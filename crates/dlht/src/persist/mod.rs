@@ -624,9 +624,11 @@ mod imp {
             // power loss keeps no order of its own (the map file's stamping
             // first, so that any file found with the new stamp is accepted).
             let ordered = self.dir.ordered();
-            let sync_map = || match ordered {
-                true => self.root_file.sync_data().map_err(files::io("syncing the map file")),
-                false => Ok(()),
+            let sync_map = || {
+                if ordered {
+                    self.root_file.sync_data().map_err(files::io("syncing the map file"))?;
+                }
+                Ok::<_, Error>(())
             };
             let h = self.header();
             let old = h.stamp();

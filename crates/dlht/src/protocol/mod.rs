@@ -268,10 +268,8 @@ fn settle_transfer<T: Threading>(bin: &BinRef<'_, T>, h: &mut Header) -> bool {
                     }
                     continue;
                 }
-                let repaired = h.with_bin_state(BinState::NoTransfer);
-                match bin.cas_header(*h, repaired) {
-                    Ok(()) => {
-                        bin.index.note_repair();
+                match bin.repair_state(*h) {
+                    Ok(repaired) => {
                         *h = repaired;
                         return false;
                     }

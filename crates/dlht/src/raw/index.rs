@@ -475,7 +475,7 @@ impl Index {
     }
 
     /// Count a bin header repaired (see [`Self::bins_repaired`]).
-    pub fn note_repair(&self) {
+    fn note_repair(&self) {
         // Relaxed: a statistic.
         self.bins_repaired.fetch_add(1, Ordering::Relaxed);
     }
@@ -504,15 +504,10 @@ impl Index {
         for b in 0..self.bins() {
             let bin = self.bin(b);
             let mut h = bin.header();
-            while h.is_damaged_state()
-                || h.bin_state() == BinState::InTransfer
-                || done_too && !h.is_no_transfer()
-            {
-                match bin.cas_header(h, h.with_bin_state(BinState::NoTransfer)) {
-                    Ok(()) => {
-                        self.note_repair();
-                        break;
-                    }
+            // (The state no transition writes reads as InTransfer.)
+            while h.bin_state() == BinState::InTransfer || done_too && !h.is_no_transfer() {
+                match bin.repair_state(h) {
+                    Ok(_) => break,
                     Err(found) => h = found,
                 }
             }
@@ -672,6 +667,16 @@ impl<'a, T: Threading> BinRef<'a, T> {
             Some(slot) => slot,
             None => self.unchained(),
         }
+    }
+
+    /// Repair header `h`, whose transfer state only a damaged map file
+    /// leaves (see `protocol::settle`), to NoTransfer, counted in
+    /// [`Index::bins_repaired`]: the header now, or the one found instead.
+    pub fn repair_state(&self, h: Header) -> Result<Header, Header> {
+        let repaired = h.with_bin_state(BinState::NoTransfer);
+        self.cas_header(h, repaired)?;
+        self.index.note_repair();
+        Ok(repaired)
     }
 
     /// A claimed slot of a link bucket the bin never chained: only a damaged

@@ -254,7 +254,7 @@ pub enum Finished {
 /// the finisher's end. None if no chunk is left.
 #[cfg(not(loom))]
 pub fn claim_anchor(idx: &Index, next: &Index, chunk_bins: usize) -> Option<usize> {
-    let chunks = next.bins().min(idx.bins()).div_ceil(chunk_bins);
+    let chunks = chunks(idx, next, chunk_bins);
     // Relaxed: chunk numbers only need to be distinct (as in `help`).
     let anchor = idx.resize.next_chunk.fetch_add(1, Ordering::Relaxed);
     (anchor < chunks).then_some(anchor)
@@ -285,21 +285,10 @@ pub fn finish_in_background(
     anchor: usize,
     stop: &dyn Fn() -> bool,
 ) -> Finished {
-    let units = next.bins().min(idx.bins());
-    let chunks = units.div_ceil(chunk_bins);
+    let chunks = chunks(idx, next, chunk_bins);
     let mut copied = 0;
-    let mut transfer = |c: usize| {
-        let first = c * chunk_bins;
-        let last = (first + chunk_bins).min(units);
-        prefault_targets(idx, next, first..last);
-        for b in first..last {
-            if stop() {
-                return false;
-            }
-            copied += transfer_bin::<Shared>(idx, b, next, hash);
-        }
-        true
-    };
+    let mut transfer =
+        |c: usize| grow_chunk(idx, next, c, chunk_bins, hash, stop).map(|n| copied += n).is_some();
     if !transfer(anchor) {
         return Finished::Stopped;
     }
@@ -420,7 +409,36 @@ pub fn release_snapshot(idx: &Index) {
 /// Chunks of a resize from `idx` into `next`: ranges of source bins when
 /// growing, of target bins when shrinking.
 fn chunk_count(core: &Core, idx: &Index, next: &Index) -> usize {
-    next.bins().min(idx.bins()).div_ceil(core.chunk_bins())
+    chunks(idx, next, core.chunk_bins())
+}
+
+/// [`chunk_count`] for chunks of `chunk_bins` bins.
+fn chunks(idx: &Index, next: &Index, chunk_bins: usize) -> usize {
+    next.bins().min(idx.bins()).div_ceil(chunk_bins)
+}
+
+/// Transfer chunk `c` (of `chunk_bins` source bins) of a grow of `idx`
+/// into `next`: the keys copied; None if `stop` said so (asked before each
+/// bin), with the bins before it done.
+fn grow_chunk(
+    idx: &Index,
+    next: &Index,
+    c: usize,
+    chunk_bins: usize,
+    hash: &dyn Fn(u64) -> u64,
+    stop: &dyn Fn() -> bool,
+) -> Option<usize> {
+    let first = c * chunk_bins;
+    let last = (first + chunk_bins).min(next.bins().min(idx.bins()));
+    prefault_targets(idx, next, first..last);
+    let mut copied = 0;
+    for b in first..last {
+        if stop() {
+            return None;
+        }
+        copied += transfer_bin::<Shared>(idx, b, next, hash);
+    }
+    Some(copied)
 }
 
 /// R3–R4: transfer chunks of `idx` into its next index, as many as
@@ -456,10 +474,7 @@ fn help(core: &Core, idx: &Index, hash: &dyn Fn(u64) -> u64, budget: Budget) {
         if c >= chunks {
             return;
         }
-        let first = c * chunk_bins;
-        let last = (first + chunk_bins).min(units);
-        let mut copied = 0;
-        if shrinking {
+        let copied = if shrinking {
             // Acquire (with the `next` load above): the fallback was stored
             // before the next index was attached.
             let fallback = idx.resize.fallback.load(Ordering::Acquire);
@@ -467,15 +482,13 @@ fn help(core: &Core, idx: &Index, hash: &dyn Fn(u64) -> u64, budget: Budget) {
             // freed by the publisher only after every chunk, this one
             // included, is done.
             let fallback = unsafe { &*fallback };
-            for t in first..last {
-                copied += transfer_target::<Shared>(idx, t, next, fallback, hash);
-            }
+            let first = c * chunk_bins;
+            (first..(first + chunk_bins).min(units))
+                .map(|t| transfer_target::<Shared>(idx, t, next, fallback, hash))
+                .sum()
         } else {
-            prefault_targets(idx, next, first..last);
-            for b in first..last {
-                copied += transfer_bin::<Shared>(idx, b, next, hash);
-            }
-        }
+            grow_chunk(idx, next, c, chunk_bins, hash, &|| false).unwrap_or_default()
+        };
         core.note_chunk(copied);
         // AcqRel: the last finisher must see every other chunk's transfer
         // before it publishes the next index.
