@@ -156,13 +156,14 @@ mod imp {
             self.heap().reclaim_state()
         }
 
-        /// Wait until the background reclamation has finished (for tests
-        /// and tools; the map serves meanwhile). Not while this thread
-        /// holds a [`Guard`](crate::Guard): the reclamation waits for every
-        /// thread pinned during its walk to unpin.
+        /// Wait until the background reclamation has finished, the disk
+        /// it gives back to the file system included (for tests and tools;
+        /// the map serves meanwhile). Not while this thread holds a
+        /// [`Guard`](crate::Guard): the reclamation waits for every thread
+        /// pinned during its walk to unpin.
         pub fn wait_heap_reclaimed(&self) -> HeapReclaim {
             let running = || self.reclaimer.as_ref().is_some_and(|r| !r.finished());
-            while !self.heap().reclaim_state().done && running() {
+            while running() {
                 std::thread::sleep(Duration::from_millis(1));
             }
             self.heap_reclaim()
