@@ -564,9 +564,11 @@ mod imp {
                 );
                 h.recoveries.fetch_add(1, Ordering::Relaxed);
             }
-            if next.is_some() {
-                // A resumed grow or shrink: its chunks must not wait on a
-                // bin that only a damaged file left in transfer.
+            if fallback.is_some() {
+                // A resumed shrink: its chunks must not wait on a bin that
+                // only a damaged file left in transfer. (A resumed grow's
+                // walk is its background finisher's first step, off the
+                // open: `resize::finisher`.)
                 current.repair_transfer_states(false);
             }
             for c in this.cells() {

@@ -133,10 +133,16 @@ pub struct Index {
     /// Bin headers found in a state no live thread left and repaired (only
     /// a damaged file holds one; see `protocol::settle`).
     bins_repaired: unmodelled::AtomicUsize,
-    /// Set for an index opened from a file until its bins' transfer states
-    /// are checked (see [`Index::repair_transfer_states`]).
-    states_unchecked: unmodelled::AtomicBool,
+    /// For an index opened from a file, whether its bins' transfer states
+    /// are checked (`STATES_*`, see [`Index::repair_transfer_states`]).
+    states: unmodelled::AtomicUsize,
 }
+
+/// `Index::states`: checked (or never from a file), not yet, or being
+/// walked by the thread that claimed the walk.
+const STATES_CHECKED: usize = 0;
+const STATES_UNCHECKED: usize = 1;
+const STATES_WALKING: usize = 2;
 
 #[cfg(all(test, loom))]
 impl Index {
@@ -244,7 +250,7 @@ impl Index {
             file: None,
             quarantine,
             bins_repaired: unmodelled::AtomicUsize::new(0),
-            states_unchecked: unmodelled::AtomicBool::new(false),
+            states: unmodelled::AtomicUsize::new(STATES_CHECKED),
         }
     }
 
@@ -295,7 +301,7 @@ impl Index {
         let generation = h.generation;
         let mut idx = Self::assemble(bins_arr, links_arr, soft, next, markers, generation);
         // Relaxed: before any thread uses the index.
-        idx.states_unchecked.store(opened, Ordering::Relaxed);
+        idx.states.store(if opened { STATES_UNCHECKED } else { STATES_CHECKED }, Ordering::Relaxed);
         idx.file = Some(f);
         Ok(idx)
     }
@@ -488,19 +494,44 @@ impl Index {
     }
 
     /// Repair every bin of an index opened from a file that its file left
-    /// in a transfer state (a damaged file's: see `protocol::settle`), the
-    /// first time it is called: by the thread that won the index's
-    /// allocator role for a resize, or the snapshot role (no bin can then
-    /// be in transfer but by damage), or at open before a resize that
-    /// recovery resumed, with `done_too` false (its DoneTransfer bins are
-    /// ones it moved; recovery finished every transfer a thread had under
-    /// way). Runs over every bin once, as the resize it precedes does.
+    /// in a transfer state (a damaged file's: see `protocol::settle`), once,
+    /// before any thread transfers the index's bins in this open: the
+    /// thread that won the index's allocator role for a resize, or the
+    /// snapshot role (no bin can then be in transfer but by damage), with
+    /// `done_too`; for a resize recovery resumed, without (its DoneTransfer
+    /// bins are ones it moved; recovery finished every transfer a thread
+    /// had under way): the open (a shrink's), the background finisher (a
+    /// grow's, claimed at open: [`Self::claim_state_walk`]) or the first
+    /// helper. Helpers keep out meanwhile ([`Self::states_unchecked`]); a
+    /// caller that finds another thread walking waits for it. Runs over
+    /// every bin once, as the resize it precedes does.
     pub fn repair_transfer_states(&self, done_too: bool) {
-        // Relaxed: only the allocator role's holder (or the open) calls
-        // this, and the bins' own CASes order what it repairs.
-        if !self.states_unchecked.swap(false, Ordering::Relaxed) {
-            return;
+        if self.claim_state_walk() {
+            self.walk_claimed_states(done_too);
+        } else {
+            // (A walk takes as long as a resize's pass over the bins: the
+            // waiter is a resize's or snapshot's role holder, or a finisher.)
+            while self.states_unchecked() {
+                std::thread::yield_now();
+            }
         }
+    }
+
+    /// Claim the walk of [`Self::repair_transfer_states`] (true: this
+    /// thread must run it, with [`Self::walk_claimed_states`]); false if it
+    /// is done or another thread's.
+    pub fn claim_state_walk(&self) -> bool {
+        // Relaxed: a claim among walkers; what the walk repairs is
+        // published by its Release at the end.
+        self.states.load(Ordering::Relaxed) == STATES_UNCHECKED
+            && self
+                .states
+                .compare_exchange(STATES_UNCHECKED, STATES_WALKING, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+    }
+
+    /// The walk of [`Self::repair_transfer_states`], claimed by this thread.
+    pub fn walk_claimed_states(&self, done_too: bool) {
         for b in 0..self.bins() {
             let bin = self.bin(b);
             let mut h = bin.header();
@@ -512,6 +543,19 @@ impl Index {
                 }
             }
         }
+        // Release: a helper that sees it checked (`states_unchecked`) sees
+        // the repaired headers.
+        self.states.store(STATES_CHECKED, Ordering::Release);
+    }
+
+    /// True until [`Self::repair_transfer_states`] has run on an index
+    /// opened from a file: no helper may transfer its bins before (a bin a
+    /// damaged file left InTransfer would stall it, and the walk must not
+    /// take a live transfer for damage).
+    #[inline]
+    pub fn states_unchecked(&self) -> bool {
+        // Acquire: see the walk's Release.
+        self.states.load(Ordering::Acquire) != STATES_CHECKED
     }
 
     /// The next index, if a resize has allocated one. Acquire: pairs with the

@@ -39,12 +39,17 @@ impl MapFile {
         // Relaxed: distinct numbers, as in `new_cell`.
         let n = self.next_cell.fetch_add(1, Ordering::Relaxed);
         if n >= THREAD_CELLS {
-            return; // every cell taken: writes finish the grow
+            return; // every cell taken: writes finish the grow (and walk it)
         }
         // Claimed here, before the map is shared: from now on no thread
         // can publish the grow before the finisher is done with both
         // indexes.
         let Some(anchor) = super::claim_anchor(idx, next, chunk_bins) else { return };
+        // The walk for damaged transfer states is the finisher's first
+        // step, off the open (helpers keep out until it is done:
+        // `Index::states_unchecked`). Claimed here, before the map is
+        // shared, so that no write pays for it.
+        let walk = idx.claim_state_walk();
         let stop = Arc::new(AtomicBool::new(false));
         let (old, new) = (IndexPtr(idx), IndexPtr(next));
         // Relaxed: read by `finishing`, a status; the finisher's end
@@ -59,7 +64,7 @@ impl MapFile {
             // publication over, its last step) or is joined by
             // `close_clean`, before the map frees them.
             let (idx, next) = unsafe { (&*old.0, &*new.0) };
-            file.finish(idx, next, &h, chunk_bins, anchor, n, &halt);
+            file.finish(idx, next, &h, chunk_bins, anchor, n, walk, &halt);
         });
         match spawned {
             Ok(thread) => {
@@ -67,11 +72,12 @@ impl MapFile {
             }
             // No thread: the anchor is claimed, so the grow is
             // finished here, now.
-            Err(_) => self.finish(idx, next, &hash, chunk_bins, anchor, n, &stop),
+            Err(_) => self.finish(idx, next, &hash, chunk_bins, anchor, n, walk, &stop),
         }
     }
 
-    /// The finisher's work (see `finish_resumed_grow`), with cell `n`.
+    /// The finisher's work (see `finish_resumed_grow`), with cell `n`;
+    /// `walk`: it claimed the walk of `idx`'s transfer states.
     #[allow(clippy::too_many_arguments)]
     fn finish(
         &self,
@@ -81,8 +87,14 @@ impl MapFile {
         chunk_bins: usize,
         anchor: usize,
         n: usize,
+        walk: bool,
         stop: &AtomicBool,
     ) {
+        if walk {
+            idx.walk_claimed_states(false);
+        } else {
+            idx.repair_transfer_states(false); // (done: returns at once)
+        }
         let cell = &self.cells()[n];
         let scope = crate::persist::cell::CellScope::enter(cell);
         // Relaxed: a stop request, polled between bins.

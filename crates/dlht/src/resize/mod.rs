@@ -448,6 +448,16 @@ fn grow_chunk(
 /// chunk's claimant then finds it done (or waits out its transfer).
 fn help(core: &Core, idx: &Index, hash: &dyn Fn(u64) -> u64, budget: Budget) {
     let Some(next) = idx.next_index() else { return };
+    // An index opened from a file, not yet walked for damaged transfer
+    // states: the first helper walks it (a resumed grow's finisher claimed
+    // the walk at open); others keep out meanwhile (callers back off and
+    // come again).
+    if idx.states_unchecked() {
+        if !idx.claim_state_walk() {
+            return;
+        }
+        idx.walk_claimed_states(false);
+    }
     // A resumed grow a background finisher completed: its last chunk is
     // done, and the first thread here with the map in hand publishes it.
     #[cfg(not(loom))]
