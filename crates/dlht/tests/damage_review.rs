@@ -20,10 +20,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// Where an index file's bins start (`IndexHeader::bins_offset`).
-const BINS_AT: u64 = 2 << 20;
-/// Where a bin header's state lies.
-const STATE_SHIFT: u32 = 30;
+mod common;
+
+use common::file_layout::{bin_word_at, with_bin_state, BIN_STATE_SHIFT as STATE_SHIFT};
+
 /// Keys of the FileMaps made here.
 const KEYS: u64 = 3000;
 
@@ -70,11 +70,6 @@ fn bins_of(f: &std::fs::File) -> u64 {
 /// Link buckets of an index file (its header's `links`).
 fn links_of(f: &std::fs::File) -> u64 {
     read_u64(f, 32)
-}
-
-/// Word `word` of bin `b` (0 header, 1 link meta, 2.. the slots' words).
-fn bin_word_at(b: u64, word: u64) -> u64 {
-    BINS_AT + b * 64 + word * 8
 }
 
 /// A copy of a map's directory (its lock aside).
@@ -682,7 +677,7 @@ fn map_with_states(
     let bins = bins_of(&f);
     for b in (0..bins).filter(|&b| which(b, bins)) {
         let h = read_u64(&f, bin_word_at(b, 0));
-        write_u64(&f, bin_word_at(b, 0), h & !(0b11 << STATE_SHIFT) | state << STATE_SHIFT);
+        write_u64(&f, bin_word_at(b, 0), with_bin_state(h, state));
     }
 }
 

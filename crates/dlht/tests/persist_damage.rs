@@ -11,7 +11,7 @@
 
 mod common;
 
-use common::Rng;
+use common::{file_layout, Rng};
 use dlht::{Error, FileByteMap, FileMap, OpenOptions};
 use std::collections::HashMap;
 use std::io::Write;
@@ -531,9 +531,8 @@ fn rewrite_bins(dir: &Path, bins: usize, word: u64, f: impl Fn(u64) -> u64) {
         .find(|n| n.starts_with("index."))
         .unwrap();
     let file = std::fs::OpenOptions::new().read(true).write(true).open(dir.join(name)).unwrap();
-    // The bins start at 2 MiB (`IndexHeader::bins_offset`), 64 bytes each.
     for b in 0..bins as u64 {
-        let at = (2 << 20) + b * 64 + word * 8;
+        let at = file_layout::bin_word_at(b, word);
         let mut w = [0u8; 8];
         file.read_exact_at(&mut w, at).unwrap();
         file.write_all_at(&f(u64::from_le_bytes(w)).to_le_bytes(), at).unwrap();
@@ -582,7 +581,7 @@ fn bins_left_in_transfer_by_damage_are_repaired() {
     for state in [0b01u64, 0b10, 0b11] {
         let dir = fresh_dir(&format!("transfer-states-{state}"));
         Files::read(&base).write(&dir);
-        rewrite_bins(&dir, bins, 0, |h| h & !(0b11 << 30) | state << 30);
+        rewrite_bins(&dir, bins, 0, |h| file_layout::with_bin_state(h, state));
         bounded(&format!("bin state {state:#b}"), move || {
             let m = FileMap::<u64, u64>::open(&dir).unwrap();
             for k in 1..=KEYS {
@@ -615,7 +614,7 @@ fn headers_that_disagree_with_their_slots_neither_panic_nor_hang() {
     let base = fresh_dir("disagreeing-headers");
     let bins = seven_times(&base, KEYS);
     // Every Valid slot (0b10) shown as Shadow (0b11).
-    let shadowed = |h: u64| h | ((h & 0x2aaa_aaaa) >> 1);
+    let shadowed = |h: u64| h | ((h & file_layout::SLOT_HIGH_BITS) >> 1);
     let unchained = |_: u64| 0u64;
     type Rewrite<'a> = &'a dyn Fn(u64) -> u64;
     let cases: [(&str, u64, Rewrite); 2] = [("unchained links", 1, &unchained), ("shadowed", 0, &shadowed)];

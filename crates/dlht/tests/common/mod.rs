@@ -2,6 +2,7 @@
 //! maps the tests run over, and a tiny PRNG.
 #![allow(dead_code)]
 
+pub mod file_layout;
 pub mod lin;
 pub mod modes;
 
