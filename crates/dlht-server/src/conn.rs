@@ -226,10 +226,12 @@ impl Conn {
 
     /// Parses and executes the complete commands at the front of the input,
     /// until the input runs out, a command closes the connection or the
-    /// output passes [`MAX_PENDING_OUTPUT`].
+    /// output passes [`MAX_PENDING_OUTPUT`]. With `--durable`, if any of
+    /// them changed items, the replies wait for the disk ([`Store::durable`]).
     fn process(&mut self, store: &Store, limits: &Limits) {
         let Conn { input, out, swallow, closing, written, backlogged, auth, fresh, close_reason, .. } = self;
         *backlogged = false;
+        let (replies_from, mut changed) = (out.len(), false);
         let mut pos = 0;
         let skip = (*swallow).min(input.len());
         pos += skip;
@@ -279,6 +281,7 @@ impl Conn {
                     pos += consumed;
                     if pos == input.len() {
                         // The one command of this read.
+                        changed |= command.changes();
                         if store.execute(&command, out) == Outcome::Close {
                             *closing = true;
                         }
@@ -302,6 +305,7 @@ impl Conn {
                     }
                     batch.iter().for_each(|c| store.prefetch(c));
                     for command in &batch {
+                        changed |= command.changes();
                         if store.execute(command, out) == Outcome::Close {
                             *closing = true;
                             break;
@@ -325,6 +329,19 @@ impl Conn {
                     pos += skip;
                     *swallow = remaining - skip;
                 }
+            }
+        }
+        if changed && store.is_durable() {
+            // One wait for all of this read's changes (and, through the
+            // group commit, other connections'). The event loop waits too:
+            // Redis's `appendfsync always` does the same.
+            if let Err(e) = store.durable() {
+                // Nothing of this read is acknowledged: its replies go,
+                // the client is told, and the connection ends.
+                out.truncate(replies_from);
+                let _ = write!(out, "SERVER_ERROR {e}\r\n");
+                *closing = true;
+                *close_reason = Some(format!("changes not made durable: {e}"));
             }
         }
         input.drain(..pos);

@@ -18,7 +18,7 @@ use std::sync::atomic::{
     AtomicU32, AtomicU64, AtomicUsize, Ordering::Acquire, Ordering::Relaxed, Ordering::Release,
 };
 
-use dlht::{Access, ByteMap, FileHasher, Guard, OpenOptions, ValueRef};
+use dlht::{Access, ByteMap, Durability, FileHasher, Guard, OpenOptions, ValueRef};
 
 use crate::clock::{is_expired, Clock, ITEM_UPDATE_INTERVAL};
 use crate::item::{self, ItemRef, Meta, HEADER};
@@ -71,6 +71,9 @@ pub struct Settings {
     /// `-I`: append/prepend results that would exceed it are not stored
     /// (the parser refuses larger data blocks itself).
     pub max_item_size: usize,
+    /// `--durable` (with `-e`): changes are acknowledged once on disk
+    /// ([`Store::durable`]).
+    pub durable: bool,
 }
 
 impl Default for Settings {
@@ -80,6 +83,7 @@ impl Default for Settings {
             threads: 4,
             max_connections: 1024,
             max_item_size: DEFAULT_MAX_ITEM_SIZE,
+            durable: false,
         }
     }
 }
@@ -286,7 +290,12 @@ impl Store {
         // The heap has room for the memory limit twice over (size classes
         // round values up), and never less than 64 MiB; sparse on disk.
         let heap = settings.limit_maxbytes.saturating_mul(2).max(64 << 20);
-        let map = Items::open_with(dir, OpenOptions::new().heap_bytes(heap)).map_err(io)?;
+        let mut options = OpenOptions::new().heap_bytes(heap);
+        if settings.durable {
+            // A sync per `durable` call, shared by the callers waiting.
+            options = options.durability(Durability::Sync { every: std::time::Duration::ZERO });
+        }
+        let map = Items::open_with(dir, options).map_err(io)?;
         let r = map.recovery();
         // Read again under the map's directory lock (a server that held it
         // until now may have raised the cas bound since), and check it
@@ -373,6 +382,24 @@ impl Store {
     /// The map of items (keys to [`item`](crate::item)-encoded values).
     pub fn map(&self) -> &Items {
         &self.map
+    }
+
+    /// True if changes are acknowledged only once on disk (`--durable`):
+    /// the connection calls [`durable`](Self::durable) before it sends the
+    /// replies of commands that changed items.
+    pub fn is_durable(&self) -> bool {
+        self.settings.durable && self.restart.is_some()
+    }
+
+    /// Wait until every change made before this call is on disk: the next
+    /// group sync of the map's files (one for every caller waiting).
+    pub fn durable(&self) -> std::io::Result<()> {
+        self.map.durable().map_err(|e| std::io::Error::other(format!("syncing the items: {e}")))?;
+        if let Some(r) = &self.restart {
+            // Relaxed: a statistic.
+            r.durable_waits.fetch_add(1, Relaxed);
+        }
+        Ok(())
     }
 
     /// A fresh cas unique (memcached's `get_cas_id`: the first is 1).
@@ -863,6 +890,10 @@ impl Store {
         stat("cas_enabled", &"yes");
         stat("item_size_max", &self.settings.max_item_size);
         stat("flush_enabled", &"yes");
+        if self.restart.is_some() {
+            // dlht's own (`-e`): whether changes are answered once on disk.
+            stat("durable", &if self.is_durable() { "yes" } else { "no" });
+        }
         out.extend_from_slice(b"END\r\n");
     }
 
@@ -918,6 +949,10 @@ impl Store {
             // and the time the open took, recovery included.
             stat("restart_items_recovered", &r.recovered_items);
             stat("restart_recovery_us", &r.recovery_time.as_micros());
+            if self.is_durable() {
+                // `--durable`: reads whose replies waited for the disk.
+                stat("durable_waits", &r.durable_waits.load(Relaxed));
+            }
         }
         out.extend_from_slice(b"END\r\n");
     }

@@ -216,6 +216,39 @@ pub enum Command<'a> {
     Meta(MetaCommand<'a>),
 }
 
+impl Command<'_> {
+    /// True if the command may change an item or the cache's state (what
+    /// `--durable` makes wait for the disk before its reply): storage
+    /// commands, deletes, arithmetic, touches (`gat` too), `flush_all`,
+    /// `ms`, `md`, `ma`, and an `mg` that touches (`T`), vivifies (`N`) or
+    /// may win a recache token (`R`). Reads, `stats` and the rest do not.
+    pub fn changes(&self) -> bool {
+        match self {
+            Command::Store { .. }
+            | Command::Delete { .. }
+            | Command::Incr { .. }
+            | Command::Decr { .. }
+            | Command::Touch { .. }
+            | Command::Gat { .. }
+            | Command::FlushAll { .. } => true,
+            Command::Meta(MetaCommand::Get { flags, .. }) => {
+                flags.iter().any(|f| matches!(f.flag, b'T' | b'N' | b'R'))
+            }
+            Command::Meta(
+                MetaCommand::Set { .. } | MetaCommand::Delete { .. } | MetaCommand::Arithmetic { .. },
+            ) => true,
+            Command::Meta(MetaCommand::Debug { .. } | MetaCommand::Noop) => false,
+            Command::Get { .. }
+            | Command::Version
+            | Command::Verbosity { .. }
+            | Command::Quit
+            | Command::Stats { .. }
+            | Command::Shutdown { .. }
+            | Command::Admin { .. } => false,
+        }
+    }
+}
+
 /// The storage commands of the text protocol.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum StoreOp {

@@ -2,7 +2,9 @@
 //! live in a persistent `ByteMap` in `DIR`, and what the store keeps beside
 //! them — the clock's origin, a bound on the cas uniques handed out, the
 //! `flush_all` state — lives in `DIR/dlht-server.meta`, rewritten whole
-//! (a temporary file renamed over it) when one of them moves on.
+//! (a temporary file synced and renamed over it, then the directory
+//! synced: a power loss leaves the old file or the new one, never an empty
+//! one) when one of them moves on.
 //!
 //! Items store times on the server clock (memcached's relative times), so
 //! the clock keeps its origin across restarts — as memcached's restart
@@ -117,6 +119,8 @@ pub struct Restart {
     pub recovered_items: u64,
     /// Time the map's open took (recovery included).
     pub recovery_time: Duration,
+    /// `--durable`: waits for the disk before replies (`durable_waits`).
+    pub durable_waits: AtomicU64,
 }
 
 impl Restart {
@@ -210,14 +214,17 @@ impl Restart {
             written: Mutex::new(meta),
             recovered_items,
             recovery_time,
+            durable_waits: AtomicU64::new(0),
         };
         r.write(&meta)?;
         Ok(r)
     }
 
     /// Replace the file with `meta`: written whole to [`TMP_FILE`], made
-    /// anew (a link left there is not written through), then renamed over
-    /// it. An error names the file it is about.
+    /// anew (a link left there is not written through) and synced, then
+    /// renamed over it, and the directory synced (a rename durable before
+    /// the data it names would leave an empty file after a power loss).
+    /// An error names the file it is about.
     fn write(&self, meta: &Meta) -> io::Result<()> {
         let tmp = self.path.with_file_name(TMP_FILE);
         match std::fs::remove_file(&tmp) {
@@ -228,9 +235,11 @@ impl Restart {
             .write(true)
             .create_new(true)
             .open(&tmp)
-            .and_then(|mut f| f.write_all(meta.encode().as_bytes()))
+            .and_then(|mut f| f.write_all(meta.encode().as_bytes()).and_then(|()| f.sync_all()))
             .map_err(about(&tmp))?;
-        std::fs::rename(&tmp, &self.path).map_err(about(&self.path))
+        std::fs::rename(&tmp, &self.path).map_err(about(&self.path))?;
+        let dir = self.path.parent().unwrap_or(Path::new("."));
+        std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(about(dir))
     }
 
     /// Make sure the file's bound covers cas unique `cas` before it is
