@@ -48,11 +48,13 @@
 //! if nothing was lost, torn or wrong, 1 otherwise, 2 if the map would not
 //! open.
 //!
-//! The server variant drives `dlht-server -e DIR` over its text protocol:
-//! `S <batch>` lines mark batches whose 16 sets were answered `STORED`.
-//! The server has no sync mode and no reply that promises durability, so
-//! no write is acknowledged as durable: the checker reports what survived
-//! and fails only on torn or wrong values (or keys it cannot read).
+//! The server variant drives `dlht-server -e DIR --durable` over its text
+//! protocol: each batch's 16 sets go in one write (a pipeline), and once
+//! all 16 are answered `STORED` — which `--durable` sends only after the
+//! changes are on disk — an `A <batch>` line acknowledges the batch, as
+//! for the maps. (`--stored-only`: for a server without `--durable`, `S`
+//! lines instead, nothing acknowledged: the checker then fails only on
+//! torn or wrong values, or keys it cannot read.)
 
 use dlht::{Durability, FileByteMap, FileMap, OpenOptions};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -733,27 +735,37 @@ fn server_write(args: &[String]) {
     watchdog(num(args, "--max-secs", 60));
     let log = AckLog::open(&ack);
     log.line(&format!("R {seed} server 0 1\n"), true);
+    let stored_only = args.iter().any(|a| a == "--stored-only");
     let mut c = Conn::new(addr);
     log.line(&format!("O {seed}\n"), true);
     for i in 0.. {
         let b = batch_id(seed, 0, i);
         log.line(&format!("W {b}\n"), false);
-        for k in byte_keys(b) {
-            let v = byte_value(&k, b);
-            let mut req = b"set ".to_vec();
-            req.extend_from_slice(&k);
-            req.extend_from_slice(format!(" {} 0 {}\r\n", server_flags(&k, b), v.len()).as_bytes());
+        let mut req = Vec::new();
+        let keys = byte_keys(b);
+        for k in &keys {
+            let v = byte_value(k, b);
+            req.extend_from_slice(b"set ");
+            req.extend_from_slice(k);
+            req.extend_from_slice(format!(" {} 0 {}\r\n", server_flags(k, b), v.len()).as_bytes());
             req.extend_from_slice(&v);
             req.extend_from_slice(b"\r\n");
-            c.send(&req);
+        }
+        c.send(&req);
+        for _ in &keys {
             let l = c.line();
             if l != "STORED\r\n" {
                 die(3, &format!("set reply {l:?}"));
             }
         }
-        // Stored, not durable: the server promises nothing past a crash of
-        // the process (no sync mode, no durability reply).
-        log.line(&format!("S {b}\n"), false);
+        if stored_only {
+            // Stored, not durable: a server without `--durable` promises
+            // nothing past a crash of the process.
+            log.line(&format!("S {b}\n"), false);
+        } else {
+            // `--durable`: every STORED came after its change was on disk.
+            log.line(&format!("A {b}\n"), true);
+        }
     }
 }
 
