@@ -81,6 +81,7 @@ heap_bump_reset persist_bytes a_closed_byte_map_reopens_with_every_value
 stamp_unchecked persist_damage an_older_copy_of_a_file_is_refused
 seal_unchecked persist_damage mutated_directories_never_crash_or_serve_wrong_bytes
 settle_trusts_damage persist_damage bins_left_in_transfer_by_damage_are_repaired
+heap_trusts_marks_after_crash persist_damage marks_made_durable_before_their_unlink_are_not_trusted
 PLANTS
 
 # Plants caught by a unit test of the library (outside loom: they need a

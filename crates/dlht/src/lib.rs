@@ -398,6 +398,14 @@ pub mod internals {
     pub use crate::raw::alloc::ZeroedArray;
     pub use crate::raw::index::live_indexes;
 
+    /// Where `map.dlht` keeps its state word, and the word an open leaves
+    /// there until its clean close: a test makes a map look crashed with
+    /// them.
+    #[cfg(not(loom))]
+    pub const MAP_STATE_AT: usize = core::mem::offset_of!(crate::persist::layout::MapHeader, state);
+    #[cfg(not(loom))]
+    pub const MAP_STATE_OPEN: u64 = crate::persist::layout::OPEN;
+
     /// Bytes of the bins of the index `Map::with_capacity(keys)` allocates
     /// (the link array aside): the benchmark sizes its limit probe by it.
     pub fn index_bytes(keys: usize) -> Result<usize, crate::Error> {

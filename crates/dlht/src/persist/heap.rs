@@ -24,7 +24,9 @@
 //! with the *incarnation* (opens of the heap) that last set it. After each
 //! open a pre-pass ([`Heap::prepass_step`], also run by allocations that
 //! find no free block) frees at once every block an earlier incarnation
-//! left free or retired (unreachable), and gives back whole the slabs it
+//! left free or retired (unreachable; after a crash, not those of the
+//! incarnations before it, which a power loss can leave marked free while
+//! the index still names them: see [`Heap::open`]), and gives back whole the slabs it
 //! empties (they change class; their disk goes back to the file system:
 //! [`Heap::trim`]). Blocks a crash leaked live — allocated but never
 //! linked, or replaced but not yet retired — are found by the background
@@ -95,6 +97,11 @@ pub struct HeapHeader {
     /// The map's stamp when the heap was last stamped
     /// (`persist::layout::Stamp`).
     pub stamp: AtomicU64,
+    /// Free and retired marks of incarnations below this one are suspect:
+    /// set to the new incarnation by an open after a crash (see
+    /// [`Heap::open`]). Zero in files from before it was kept: nothing
+    /// suspect, as then.
+    pub suspect_below: AtomicU64,
 }
 
 impl HeaderCrc for HeapHeader {
@@ -364,6 +371,8 @@ pub struct Heap {
     active: [CachePadded<AtomicUsize>; SHARDS],
     /// The current incarnation (a copy of the header's).
     incarnation: AtomicU64,
+    /// The header's `suspect_below`, as this open set it.
+    suspect_below: AtomicU64,
     /// Free blocks (payload addresses) per class and shard.
     free: [[Mutex<Vec<usize>>; SHARDS]; CLASSES],
     /// Free large runs (payload addresses) by their slabs.
@@ -552,8 +561,19 @@ impl Heap {
     }
 
     /// Map `dir/heap.dlht` at its base (picking one at the first open),
-    /// start a new incarnation, and register it.
-    pub fn open(dir: &Path) -> Result<&'static Heap, Error> {
+    /// start a new incarnation, and register it. `crashed`: the map was not
+    /// closed cleanly (its recovery ran).
+    ///
+    /// After a crash, no FREE or RETIRED mark of an earlier incarnation is
+    /// trusted to mean "unreachable": a block is marked so only after the
+    /// index's CAS that unlinked it, an order a process crash keeps but a
+    /// power loss need not (a sync of the heap between the CAS and the
+    /// index's sync makes the mark durable and not the CAS). Such blocks
+    /// are left to the walk, which marks those the index still reaches
+    /// live again, and to the sweep, which frees the rest; reads serve
+    /// them meanwhile. The bound persists until opens after it have swept
+    /// them: a later clean open must not trust them either.
+    pub fn open(dir: &Path, crashed: bool) -> Result<&'static Heap, Error> {
         let (file, base, bytes) = Self::header_of(dir)?;
         let _g = OPENING.lock().unwrap_or_else(|e| e.into_inner());
         let lo = match base {
@@ -595,6 +615,14 @@ impl Heap {
         let inc = h.incarnation.load(Ordering::Relaxed) + 1;
         h.incarnation.store(inc, Ordering::Relaxed);
         heap.incarnation.store(inc, Ordering::Relaxed);
+        // Planted bug (scripts/planted-bugs.sh): trust every mark after a
+        // crash, as before the bound was kept.
+        let crashed = crashed && !cfg!(dlht_plant = "heap_trusts_marks_after_crash");
+        // (Clamped: a damaged bound above the incarnation would only leave
+        // later marks to the sweep, but never needs to.)
+        let suspect = h.suspect_below.load(Ordering::Relaxed).max(if crashed { inc } else { 0 }).min(inc);
+        h.suspect_below.store(suspect, Ordering::Relaxed);
+        heap.suspect_below.store(suspect, Ordering::Relaxed);
         heap.serial.store(SERIAL.fetch_add(1, Ordering::Relaxed), Ordering::Relaxed);
         heap.reclaimed.store(0, Ordering::Relaxed);
         heap.reclaim_done.store(false, Ordering::Relaxed);
@@ -628,6 +656,7 @@ impl Heap {
             open: AtomicBool::new(false),
             active: core::array::from_fn(|_| CachePadded::new(AtomicUsize::new(0))),
             incarnation: AtomicU64::new(0),
+            suspect_below: AtomicU64::new(0),
             free: core::array::from_fn(|_| core::array::from_fn(|_| Mutex::new(Vec::new()))),
             large: Mutex::new(BTreeMap::new()),
             free_slabs: Mutex::new(BTreeMap::new()),
@@ -791,7 +820,7 @@ impl Heap {
     pub fn sealed_for(&self, kw: u64, payload: usize) -> Option<(usize, u32)> {
         let room = self.block_bytes(payload)?;
         let state = BlockState::from_bits(self.state_of(payload).load(Ordering::Relaxed));
-        if state.state() == BlockState::FREE || state.incarnation() > self.current() {
+        if state.state() == BlockState::FREE && !self.suspect(state) || state.incarnation() > self.current() {
             return None;
         }
         // Relaxed: the element was published to this thread by the index
@@ -830,6 +859,15 @@ impl Heap {
     fn current(&self) -> u64 {
         // Relaxed: set before the heap was published open (Release/Acquire).
         self.incarnation.load(Ordering::Relaxed)
+    }
+
+    /// True for a FREE or RETIRED mark of an incarnation before a crash
+    /// (see [`Heap::open`]): the block may still be reachable, and nothing
+    /// hands it out before the sweep.
+    fn suspect(&self, b: BlockState) -> bool {
+        // Relaxed: as `current`.
+        matches!(b.state(), BlockState::FREE | BlockState::RETIRED)
+            && b.incarnation() < self.suspect_below.load(Ordering::Relaxed)
     }
 
     /// A block for `payload` bytes, live, 8-byte aligned.
@@ -1003,7 +1041,7 @@ impl Heap {
         let mut cur = st.load(Ordering::Relaxed);
         loop {
             let b = BlockState::from_bits(cur);
-            if b.state() != BlockState::LIVE {
+            if b.state() != BlockState::LIVE && !self.suspect(b) {
                 return (0, false); // not live: nothing of ours to free
             }
             let retired = BlockState::new(inc, BlockState::RETIRED).bits();
@@ -1121,8 +1159,9 @@ impl Heap {
     }
 
     /// Mark a block the index reaches as this incarnation's (reclamation's
-    /// walk).
-    /// True if this call marked it (an earlier incarnation's live block).
+    /// walk), live (a suspect mark of a crashed incarnation's too: see
+    /// [`Heap::open`]).
+    /// True if this call marked it (an earlier incarnation's block).
     pub fn mark(&self, payload: usize) -> bool {
         // Planted bug (scripts/planted-bugs.sh): mark nothing, so the sweep
         // frees blocks the index still reaches.
@@ -1136,7 +1175,7 @@ impl Heap {
         let st = self.state_of(payload);
         // Relaxed: the state word alone is contended (a CAS decides).
         let cur = BlockState::from_bits(st.load(Ordering::Relaxed));
-        if cur.state() == BlockState::LIVE && cur.incarnation() < inc {
+        if (cur.state() == BlockState::LIVE || self.suspect(cur)) && cur.incarnation() < inc {
             let now = BlockState::new(inc, BlockState::LIVE).bits();
             return st.compare_exchange(cur.bits(), now, Ordering::Relaxed, Ordering::Relaxed).is_ok();
         }
@@ -1216,9 +1255,12 @@ impl Heap {
                 // walk leaves a damaged index's words).
                 SlabLayout::Damaged { skip: None } => end,
                 SlabLayout::Blocks(b) => {
-                    // A damaged state word (neither state) is left out.
-                    let unreachable = |st| st == BlockState::FREE || st == BlockState::RETIRED;
-                    if self.free_earlier(s, b, unreachable) {
+                    // A damaged state word (neither state) is left out, as
+                    // are suspect marks (left to the walk and the sweep).
+                    let unreachable = |b: BlockState| {
+                        matches!(b.state(), BlockState::FREE | BlockState::RETIRED) && !self.suspect(b)
+                    };
+                    if self.free_earlier(s, b, &unreachable) {
                         pp.sweep.push(s);
                     }
                     s + b.slabs
@@ -1235,10 +1277,10 @@ impl Heap {
     /// Free the blocks `b` of slab `s` that an earlier incarnation left in
     /// a state `frees` takes: each CASed to FREE in this incarnation, which alone
     /// grants the right to put it on a free list, then settled (`settle`).
-    /// The pre-pass frees those FREE or RETIRED, the sweep every one left.
-    /// True if it left a live block of an earlier incarnation (the pre-pass
-    /// leaves those to the sweep).
-    fn free_earlier(&self, s: usize, b: Blocks, frees: fn(u64) -> bool) -> bool {
+    /// The pre-pass frees those FREE or RETIRED (unless suspect), the sweep
+    /// every one left. True if it left a block of an earlier incarnation
+    /// live or suspect (the pre-pass leaves those to the sweep).
+    fn free_earlier(&self, s: usize, b: Blocks, frees: &dyn Fn(BlockState) -> bool) -> bool {
         let inc = self.current();
         let free = BlockState::new(inc, BlockState::FREE).bits();
         let first = self.first_block(s);
@@ -1252,8 +1294,8 @@ impl Heap {
             if cur.incarnation() >= inc {
                 continue; // this open's: marked, or on a list already
             }
-            if !frees(cur.state()) {
-                left_live |= cur.state() == BlockState::LIVE;
+            if !frees(cur) {
+                left_live |= cur.state() == BlockState::LIVE || self.suspect(cur);
                 continue;
             }
             if st.compare_exchange(cur.bits(), free, Ordering::Relaxed, Ordering::Relaxed).is_ok() {
@@ -1418,7 +1460,7 @@ impl Heap {
             // A slab with a live block is not given back or carved by
             // anyone but this sweep: its layout is the pre-pass's.
             if let SlabLayout::Blocks(b) = self.layout_of(s, end) {
-                self.free_earlier(s, b, |_| true);
+                self.free_earlier(s, b, &|_| true);
             }
         }
         // Release: the counts before `done` (`reclaim_state`'s Acquire).
@@ -1445,6 +1487,8 @@ mod tests {
         assert_eq!(size_of::<SlabHeader>(), SlabHeader::BYTES);
         assert!(size_of::<HeapHeader>() <= PAGE);
         assert_eq!(core::mem::offset_of!(HeapHeader, base), 40);
+        // Kept after the stamp: zero (nothing suspect) in older files.
+        assert_eq!(core::mem::offset_of!(HeapHeader, suspect_below), 72);
         assert_eq!(HeapHeader::CRC_BYTES, 32);
     }
 
