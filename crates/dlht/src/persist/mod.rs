@@ -635,21 +635,48 @@ mod imp {
             let h = self.header();
             let old = h.stamp();
             let new = Stamp { stamping: old.stamp.wrapping_add(1), ..old };
+            if ordered {
+                // First, on disk as the page cache has them: an earlier open
+                // in process mode (or a process killed since its last sync)
+                // may have advanced the stamps in the page cache only, and
+                // the map file's first sync below would then make its stamp
+                // durable without the other files' (a map refused after a
+                // power loss: finding F1). The map file last, as a group
+                // commit does.
+                for path in self.stamped_files()? {
+                    super::sync_path(&path)?;
+                }
+                sync_map()?;
+            }
             h.stamping.store(new.stamping, Ordering::Relaxed);
             sync_map()?;
             self.dir.set_stamp(new);
-            for g in files::index_generations(self.dir.dir())? {
-                let path = self.dir.dir().join(files::index_file_name(g));
-                super::stamp_file(&path, core::mem::offset_of!(IndexHeader, stamp), new.stamping, ordered)?;
-            }
-            if MapKind::Bytes as u32 == h.kind {
-                let path = self.dir.dir().join(super::heap::HEAP_FILE);
-                super::stamp_file(&path, super::heap::HeapHeader::STAMP_OFFSET, new.stamping, ordered)?;
+            for path in self.stamped_files()? {
+                let offset = if path.ends_with(super::heap::HEAP_FILE) {
+                    super::heap::HeapHeader::STAMP_OFFSET
+                } else {
+                    core::mem::offset_of!(IndexHeader, stamp)
+                };
+                super::stamp_file(&path, offset, new.stamping, ordered)?;
             }
             h.stamp.store(new.stamping, Ordering::Relaxed);
             sync_map()?;
             self.dir.set_stamp(Stamp { stamp: new.stamping, ..new });
             Ok(())
+        }
+
+        /// The files that carry the map file's stamp: every index file,
+        /// and a byte map's heap.
+        fn stamped_files(&self) -> Result<Vec<std::path::PathBuf>, Error> {
+            let dir = self.dir.dir();
+            let mut paths: Vec<_> = files::index_generations(dir)?
+                .into_iter()
+                .map(|g| dir.join(files::index_file_name(g)))
+                .collect();
+            if MapKind::Bytes as u32 == self.header().kind {
+                paths.push(dir.join(super::heap::HEAP_FILE));
+            }
+            Ok(paths)
         }
 
         /// Note the open finished (for [`Recovery::open_time`]).
@@ -801,6 +828,13 @@ mod imp {
     }
 }
 
+/// Write the file at `path` (a file of the map) to disk, and wait.
+#[cfg(not(loom))]
+fn sync_path(path: &std::path::Path) -> Result<(), crate::error::Error> {
+    let (file, _) = files::open_rw(path, "opening a map file to sync it")?;
+    file.sync_data().map_err(files::io("syncing a map file"))
+}
+
 /// Store `stamp` in the 8-byte field at `offset` of page 0 of the file at
 /// `path` (a file of the map, checked before); with `sync`, on disk before
 /// this returns.
@@ -822,7 +856,9 @@ fn stamp_file(
     // Relaxed: see `advance_stamp`.
     field.store(stamp, crate::sync::Ordering::Relaxed);
     if sync {
-        file.sync_data().map_err(files::io("syncing a map file's stamp"))?;
+        // The header's page alone (msync: a ranged sync): the rest of the
+        // file was synced before the advance began.
+        m.sync()?;
     }
     Ok(())
 }
