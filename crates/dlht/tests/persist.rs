@@ -970,3 +970,52 @@ fn a_grow_on_a_full_file_system_fails_cleanly() {
     drop(m);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The `VmFlags` of this process's mappings of files in `dir` (from
+/// /proc/self/smaps).
+fn vm_flags_of(dir: &Path) -> Vec<String> {
+    let dir = dir.to_str().unwrap();
+    let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+    let mut flags = Vec::new();
+    let mut ours = false;
+    for line in smaps.lines() {
+        if let Some(f) = line.strip_prefix("VmFlags:") {
+            if ours {
+                flags.push(f.trim().to_owned());
+            }
+        }
+        if let Some(path) = line.split_whitespace().nth(5) {
+            if line.split_whitespace().next().is_some_and(|a| a.contains('-')) {
+                ours = path.starts_with(dir);
+            }
+        }
+    }
+    flags
+}
+
+/// A map synced per call (`Durability::Sync` with a zero interval) maps its
+/// index with 4 KiB pages (`MADV_RANDOM`: one-page folios, so a sync
+/// writes the pages that changed, not 2 MiB folios); other modes ask for
+/// huge pages.
+#[test]
+fn maps_synced_per_call_map_small_pages() {
+    use dlht::Durability;
+    for (n, every, small) in
+        [(0, Duration::ZERO, true), (1, Duration::from_millis(50), false), (2, Duration::MAX, false)]
+    {
+        let dir = fresh_dir(&format!("small-pages-{n}"));
+        let durability =
+            if every == Duration::MAX { Durability::Process } else { Durability::Sync { every } };
+        let m =
+            FileMap::<u64, u64>::open_with(&dir, OpenOptions::new().capacity(1 << 20).durability(durability))
+                .unwrap();
+        m.insert(1, 2).unwrap();
+        let flags = vm_flags_of(&dir);
+        assert!(!flags.is_empty());
+        // The bins' mapping (2 MiB and more): `rr` is MADV_RANDOM, `hg` MADV_HUGEPAGE.
+        assert_eq!(flags.iter().any(|f| f.split(' ').any(|x| x == "rr")), small, "{every:?}: {flags:?}");
+        assert_eq!(flags.iter().any(|f| f.split(' ').any(|x| x == "hg")), !small, "{every:?}: {flags:?}");
+        drop(m);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

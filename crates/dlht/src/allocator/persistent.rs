@@ -70,7 +70,12 @@ mod imp {
         pub fn open_with(dir: impl AsRef<Path>, options: OpenOptions) -> Result<Self, Error> {
             let dir = dir.as_ref();
             let index = Map::<u64, u64, FileHasher>::open_kind(dir, options, MapKind::Bytes)?;
-            let heap = Heap::open(dir, index.recovery().crashed)?;
+            let pages = if index.file().files().small_pages() {
+                crate::persist::files::Pages::Small
+            } else {
+                crate::persist::files::Pages::Default
+            };
+            let heap = Heap::open(dir, index.recovery().crashed, pages)?;
             if let Some(f) = heap.file() {
                 // Synced before the index's files (sync mode's group
                 // commits, `sync`, `durable`): a value reaches the disk

@@ -94,7 +94,9 @@ impl<K: Inline, V: Inline> Map<K, V, FileHasher> {
     /// crash of the machine. In [`Durability::Sync`](crate::Durability)
     /// mode, that is the group sync after this call (one sync for all the
     /// callers waiting: a group commit); in process mode, a
-    /// [`sync`](Self::sync) now.
+    /// [`sync`](Self::sync) now. Once a group sync has failed, every later
+    /// call fails too (the kernel may have dropped what it could not
+    /// write: reopen the map, which finds what reached the disk).
     ///
     /// ```
     /// use dlht::{Durability, FileMap, OpenOptions};

@@ -163,7 +163,7 @@ impl Mapping {
         offset: usize,
         len: usize,
         align: usize,
-        huge: bool,
+        pages: Pages,
     ) -> Result<Mapping, Error> {
         if len == 0 {
             return Err(Error::Corrupt { what: "an empty file region" });
@@ -223,12 +223,7 @@ impl Mapping {
                 kind: std::io::Error::last_os_error().kind(),
             });
         }
-        if huge {
-            // SAFETY: advice on our own live mapping; failure is harmless.
-            unsafe {
-                libc::madvise(p, len, libc::MADV_HUGEPAGE);
-            }
-        }
+        advise(p as usize, len, pages);
         Ok(Mapping { ptr: p as *mut u8, len })
     }
 
@@ -352,5 +347,34 @@ mod tests {
         {
             assert_eq!(index_generation(bad), None, "{bad}");
         }
+    }
+}
+
+/// The pages a map file's mapping asks the kernel for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pages {
+    /// The kernel's choice.
+    Default,
+    /// 2 MiB pages where the file system gives them (`MADV_HUGEPAGE`): a
+    /// large index's TLB reach, as for an array in memory.
+    Huge,
+    /// 4 KiB pages (`MADV_RANDOM`: no readahead, so the page cache makes
+    /// one-page folios): a sync then writes the pages that changed, not
+    /// whole 2 MiB folios. For maps synced per call
+    /// (`Durability::Sync` with a zero interval).
+    Small,
+}
+
+/// Give `len` bytes at `at`, a live mapping of this process, the advice
+/// `pages` asks for (failure is harmless: the kernel's defaults).
+pub fn advise(at: usize, len: usize, pages: Pages) {
+    let advice = match pages {
+        Pages::Default => return,
+        Pages::Huge => libc::MADV_HUGEPAGE,
+        Pages::Small => libc::MADV_RANDOM,
+    };
+    // SAFETY: advice on the caller's live mapping; it changes no contents.
+    unsafe {
+        libc::madvise(at as *mut libc::c_void, len, advice);
     }
 }

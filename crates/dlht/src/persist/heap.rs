@@ -42,7 +42,7 @@
 //! with crash-recoverable metadata (the general-purpose ones keep theirs
 //! in process memory).
 
-use super::files::{self, io};
+use super::files::{self, io, Pages};
 use super::layout::{HeaderCrc, ENDIAN_CHECK, PAGE};
 use crate::error::Error;
 use crossbeam_utils::CachePadded;
@@ -573,13 +573,17 @@ impl Heap {
     /// live again, and to the sweep, which frees the rest; reads serve
     /// them meanwhile. The bound persists until opens after it have swept
     /// them: a later clean open must not trust them either.
-    pub fn open(dir: &Path, crashed: bool) -> Result<&'static Heap, Error> {
+    ///
+    /// `pages`: the mapping's advice ([`Pages::Small`] for a map synced per
+    /// call).
+    pub fn open(dir: &Path, crashed: bool, pages: Pages) -> Result<&'static Heap, Error> {
         let (file, base, bytes) = Self::header_of(dir)?;
         let _g = OPENING.lock().unwrap_or_else(|e| e.into_inner());
         let lo = match base {
             0 => Self::map_new(&file, bytes)?,
             b => Self::map_at(&file, b, bytes)?,
         };
+        files::advise(lo, bytes, pages);
         let heap = match Self::vacant() {
             Some(h) => h,
             None => {

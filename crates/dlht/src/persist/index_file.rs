@@ -25,6 +25,9 @@ pub struct FileSet {
     /// Sync mode (`Durability::Sync`): the steps a power loss could tear
     /// apart (a stamp advance, a retired index's deletion) sync in order.
     ordered: AtomicBool,
+    /// Synced per call (`Durability::Sync` with a zero interval): the files
+    /// are mapped with 4 KiB pages (`files::Pages::Small`).
+    small_pages: AtomicBool,
     /// The map's identity and stamp, which every file must name (set once
     /// the map file is checked, and as the stamp advances).
     stamp: Mutex<Stamp>,
@@ -39,6 +42,7 @@ impl FileSet {
             root: Mutex::new(Weak::new()),
             dir_changed: AtomicBool::new(false),
             ordered: AtomicBool::new(false),
+            small_pages: AtomicBool::new(false),
             stamp: Mutex::default(),
         })
     }
@@ -75,6 +79,18 @@ impl FileSet {
     pub fn set_ordered(&self, on: bool) {
         // Relaxed: set at open, before any thread uses the map.
         self.ordered.store(on, Ordering::Relaxed);
+    }
+
+    /// Per-call syncs on or off (see the field).
+    pub fn set_small_pages(&self, on: bool) {
+        // Relaxed: set at open, before any file is mapped.
+        self.small_pages.store(on, Ordering::Relaxed);
+    }
+
+    /// True if the map's files are mapped with 4 KiB pages (see the field).
+    pub fn small_pages(&self) -> bool {
+        // Relaxed: see `set_small_pages`.
+        self.small_pages.load(Ordering::Relaxed)
     }
 
     /// True in sync mode: the steps a power loss could tear apart sync in
@@ -115,7 +131,12 @@ impl FileSet {
         }
         // Relaxed: see `note_dir_changed`.
         if self.dir_changed.swap(false, Ordering::Relaxed) {
-            files::sync_dir(&self.dir)?;
+            if let Err(e) = files::sync_dir(&self.dir) {
+                // Asked again by the next sync (which a failed one's
+                // callers never count on: the group commit's failure sticks).
+                self.dir_changed.store(true, Ordering::Relaxed);
+                return Err(e);
+            }
         }
         if let Some(root) = self.root.lock().unwrap_or_else(|e| e.into_inner()).upgrade() {
             root.sync_data().map_err(files::io("syncing the map file"))?;

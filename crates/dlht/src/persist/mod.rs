@@ -91,7 +91,12 @@ mod imp {
         /// n-th ask.
         asked: u64,
         done: u64,
-        /// The last sync's failure, reported to the callers that waited on it.
+        /// The first sync's failure: reported to every caller from then on.
+        /// Sticky, as PostgreSQL learned (fsyncgate): after a failed
+        /// `fdatasync` the kernel may have dropped the dirty pages it could
+        /// not write, so a later sync that succeeds proves nothing about
+        /// them (and a waiter must never read a later sync's success for
+        /// its own failed one).
         failed: Option<Error>,
         stop: bool,
     }
@@ -130,7 +135,7 @@ mod imp {
                         let r = files.sync_all();
                         st = lock.lock().unwrap_or_else(|e| e.into_inner());
                         st.done = st.done.max(covers);
-                        st.failed = r.err();
+                        st.failed = st.failed.or(r.err());
                         cv.notify_all();
                     }
                 })
@@ -708,9 +713,12 @@ mod imp {
         }
 
         /// Note the durability mode before the indexes are opened: in sync
-        /// mode the open's stamp advance syncs step by step.
+        /// mode the open's stamp advance syncs step by step; synced per
+        /// call, the files are mapped with 4 KiB pages (a sync of 2 MiB
+        /// folios wrote up to 64 MiB for 16 random writes).
         pub fn set_durability(&self, durability: Durability) {
             self.dir.set_ordered(matches!(durability, Durability::Sync { .. }));
+            self.dir.set_small_pages(matches!(durability, Durability::Sync { every } if every.is_zero()));
         }
 
         /// Start sync mode's group commit for `durability` (nothing for
@@ -824,6 +832,36 @@ mod imp {
                 });
             }
             Ok(())
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+        use std::os::fd::FromRawFd;
+
+        /// A failed group sync fails every later wait, even once syncs
+        /// succeed again (see `CommitState::failed`).
+        #[test]
+        fn a_failed_group_sync_sticks() {
+            let dir = std::env::temp_dir().join(format!("dlht-sticky-sync-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap();
+            let files = FileSet::new(&dir);
+            let mut fds = [0; 2];
+            // SAFETY: a fresh pipe; each end owned once below.
+            assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+            // SAFETY: the pipe's read end, owned by this File alone.
+            let pipe = Arc::new(unsafe { std::fs::File::from_raw_fd(fds[0]) });
+            // SAFETY: the write end, likewise.
+            let other_end = unsafe { std::fs::File::from_raw_fd(fds[1]) };
+            files.register(&pipe); // fdatasync on a pipe fails (EINVAL)
+            let commit = GroupCommit::start(files.clone(), Duration::ZERO);
+            assert!(commit.wait().is_err());
+            drop((pipe, other_end));
+            assert!(files.sync_all().is_ok(), "syncs succeed again");
+            assert!(commit.wait().is_err(), "the failure sticks");
+            drop(commit);
+            std::fs::remove_dir_all(&dir).unwrap();
         }
     }
 }

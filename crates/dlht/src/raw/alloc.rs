@@ -127,13 +127,21 @@ impl<T> ZeroedArray<T> {
         offset: usize,
         len: usize,
         reserve_only: bool,
+        small_pages: bool,
     ) -> Result<Self, Error> {
+        use crate::persist::files::Pages;
         let bytes = len.checked_mul(size_of::<T>()).ok_or(Error::CapacityOverflow)?;
         // Huge pages as for an anonymous array (see `new_zeroed`), where
         // the file system can give them: the offset is 2 MiB-aligned.
+        // Unless the map syncs per call (`small_pages`: see `Pages`).
         let huge = bytes >= if reserve_only { RESERVE_HUGE_THRESHOLD } else { HUGE_THRESHOLD };
+        let pages = match (small_pages, huge) {
+            (true, _) => Pages::Small,
+            (false, true) => Pages::Huge,
+            (false, false) => Pages::Default,
+        };
         let align = if offset % HUGE_PAGE == 0 { HUGE_PAGE } else { SMALL_PAGE };
-        let m = crate::persist::files::Mapping::new_aligned(file, offset, bytes.max(1), align, huge)?;
+        let m = crate::persist::files::Mapping::new_aligned(file, offset, bytes.max(1), align, pages)?;
         let (base, mapped) = m.into_raw();
         Ok(ZeroedArray {
             // SAFETY: mmap returned a non-null, page-aligned address (at

@@ -265,7 +265,7 @@ impl Index {
     ) -> Result<Index, Error> {
         let link_hard = Self::check_size(bins)?;
         let (f, file) = IndexFile::create(dir, generation, bins, link_hard)?;
-        Self::map(f, &file, bins, link_hard, markers, false)
+        Self::map(f, &file, bins, link_hard, markers, false, dir.small_pages())
     }
 
     /// The index of `generation` from its file in `dir`, as it was left.
@@ -275,7 +275,7 @@ impl Index {
         if links != Self::check_size(bins)? {
             return Err(Error::Corrupt { what: "an index file reserves another number of link buckets" });
         }
-        Self::map(f, &file, bins, links, markers, true)
+        Self::map(f, &file, bins, links, markers, true, dir.small_pages())
     }
 
     #[cfg(not(loom))]
@@ -286,13 +286,15 @@ impl Index {
         links: usize,
         markers: Markers,
         opened: bool,
+        small_pages: bool,
     ) -> Result<Index, Error> {
         let links_at = IndexHeader::links_offset(bins).ok_or(Error::CapacityOverflow)?;
         // SAFETY: buckets are atomics only (any bytes are valid), and
         // `IndexFile` made or checked the file at least this long.
-        let bins_arr = unsafe { ZeroedArray::map_file(file, IndexHeader::bins_offset(), bins, false)? };
+        let bins_arr =
+            unsafe { ZeroedArray::map_file(file, IndexHeader::bins_offset(), bins, false, small_pages)? };
         // SAFETY: as above.
-        let links_arr = unsafe { ZeroedArray::map_file(file, links_at, links, true)? };
+        let links_arr = unsafe { ZeroedArray::map_file(file, links_at, links, true, small_pages)? };
         let h = f.header();
         // Relaxed: read before any thread uses the index.
         let soft =
