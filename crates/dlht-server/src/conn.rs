@@ -231,7 +231,7 @@ impl Conn {
     fn process(&mut self, store: &Store, limits: &Limits) {
         let Conn { input, out, swallow, closing, written, backlogged, auth, fresh, close_reason, .. } = self;
         *backlogged = false;
-        let (replies_from, mut changed) = (out.len(), false);
+        let mut changed = false;
         let mut pos = 0;
         let skip = (*swallow).min(input.len());
         pos += skip;
@@ -336,12 +336,9 @@ impl Conn {
             // group commit, other connections'). The event loop waits too:
             // Redis's `appendfsync always` does the same.
             if let Err(e) = store.durable() {
-                // Nothing of this read is acknowledged: its replies go,
-                // the client is told, and the connection ends.
-                out.truncate(replies_from);
-                let _ = write!(out, "SERVER_ERROR {e}\r\n");
-                *closing = true;
-                *close_reason = Some(format!("changes not made durable: {e}"));
+                // Nothing of this read is acknowledged: the server stops
+                // before any of its replies goes.
+                crate::store::stop_on_lost_write(&e);
             }
         }
         input.drain(..pos);

@@ -256,6 +256,21 @@ pub struct Store {
     restart: Option<restart::Restart>,
 }
 
+/// The exit status of a server `--durable` stopped: a write it would have
+/// acknowledged did not reach the disk (see [`stop_on_lost_write`]).
+pub const EXIT_LOST_WRITE: i32 = 75;
+
+/// Stop the server: with `--durable`, a sync of the items or a write of
+/// the meta file failed. It cannot go on: its replies would acknowledge
+/// changes a restart may not find, and after a failed `fdatasync` the
+/// kernel may have dropped the pages it could not write, so no later sync
+/// proves them (PostgreSQL stops on a failed fsync for the same reason).
+/// A restart recovers what reached the disk.
+pub fn stop_on_lost_write(e: &std::io::Error) -> ! {
+    eprintln!("dlht-server: stopping (--durable): {e}: changes may not be on disk; a restart finds what is");
+    std::process::exit(EXIT_LOST_WRITE)
+}
+
 /// The map of items: keyed by the hasher a persistent map keeps in its
 /// file, so one type serves the cache in memory and the one in `-e DIR`.
 pub type Items = ByteMap<FileHasher>;
@@ -322,7 +337,7 @@ impl Store {
         let cas = meta.cas_bound;
         meta.cas_bound = cas.saturating_add(restart::CAS_STEP);
         let len = map.len() as u64;
-        let restart = restart::Restart::start(dir, meta, len, r.open_time)?;
+        let restart = restart::Restart::start(dir, meta, len, r.open_time, settings.durable)?;
         let mut s =
             Self::on(map, Clock::system_since(meta.origin), settings, Policy::from_env(), Some(restart));
         s.cas = AtomicU64::new(cas);
@@ -392,7 +407,8 @@ impl Store {
     }
 
     /// Wait until every change made before this call is on disk: the next
-    /// group sync of the map's files (one for every caller waiting).
+    /// group sync of the map's files (one for every caller waiting). Once
+    /// a sync has failed, every call fails (see [`stop_on_lost_write`]).
     pub fn durable(&self) -> std::io::Result<()> {
         self.map.durable().map_err(|e| std::io::Error::other(format!("syncing the items: {e}")))?;
         if let Some(r) = &self.restart {

@@ -880,7 +880,6 @@ fn durable_replies_wait_for_the_disk() {
         ("ms m 2\r\nhi\r\n", "HD\r\n", true),
         ("md m\r\n", "HD\r\n", true),
         ("delete n\r\n", "DELETED\r\n", true),
-        ("delete n\r\n", "NOT_FOUND\r\n", true),
         ("version\r\n", "VERSION ", false),
     ] {
         roundtrip(&mut c, request, reply);

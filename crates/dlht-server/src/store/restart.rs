@@ -2,9 +2,14 @@
 //! live in a persistent `ByteMap` in `DIR`, and what the store keeps beside
 //! them — the clock's origin, a bound on the cas uniques handed out, the
 //! `flush_all` state — lives in `DIR/dlht-server.meta`, rewritten whole
-//! (a temporary file synced and renamed over it, then the directory
-//! synced: a power loss leaves the old file or the new one, never an empty
-//! one) when one of them moves on.
+//! (a temporary file renamed over it) when one of them moves on. The first
+//! write of a start, and every write with `--durable`, is synced (the
+//! temporary file before the rename, the directory after): a power loss
+//! then leaves the old file or the new one, never an empty one. Other
+//! writes leave that to the file system (ext4 flushes a file renamed over
+//! another, `auto_da_alloc`), so a client's `flush_all` loop costs no
+//! syncs; with `--durable` a failed write stops the server, as a failed
+//! sync of the items does.
 //!
 //! Items store times on the server clock (memcached's relative times), so
 //! the clock keeps its origin across restarts — as memcached's restart
@@ -121,6 +126,8 @@ pub struct Restart {
     pub recovery_time: Duration,
     /// `--durable`: waits for the disk before replies (`durable_waits`).
     pub durable_waits: AtomicU64,
+    /// `--durable`: every write is synced, and a failed one is fatal.
+    durable: bool,
 }
 
 impl Restart {
@@ -207,6 +214,7 @@ impl Restart {
         meta: Meta,
         recovered_items: u64,
         recovery_time: Duration,
+        durable: bool,
     ) -> io::Result<Restart> {
         let r = Restart {
             path: dir.join(META_FILE),
@@ -215,17 +223,19 @@ impl Restart {
             recovered_items,
             recovery_time,
             durable_waits: AtomicU64::new(0),
+            durable,
         };
-        r.write(&meta)?;
+        r.write(&meta, true)?;
+        r.sync_dir()?;
         Ok(r)
     }
 
     /// Replace the file with `meta`: written whole to [`TMP_FILE`], made
-    /// anew (a link left there is not written through) and synced, then
-    /// renamed over it, and the directory synced (a rename durable before
-    /// the data it names would leave an empty file after a power loss).
-    /// An error names the file it is about.
-    fn write(&self, meta: &Meta) -> io::Result<()> {
+    /// anew (a link left there is not written through), with `sync` synced,
+    /// then renamed over it (the directory is [`Self::sync_dir`]'s: a
+    /// rename durable before the data it names would leave an empty file
+    /// after a power loss). An error names the file it is about.
+    fn write(&self, meta: &Meta, sync: bool) -> io::Result<()> {
         let tmp = self.path.with_file_name(TMP_FILE);
         match std::fs::remove_file(&tmp) {
             Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(about(&tmp)(e)),
@@ -235,9 +245,20 @@ impl Restart {
             .write(true)
             .create_new(true)
             .open(&tmp)
-            .and_then(|mut f| f.write_all(meta.encode().as_bytes()).and_then(|()| f.sync_all()))
+            .and_then(|mut f| {
+                f.write_all(meta.encode().as_bytes())?;
+                if sync {
+                    f.sync_all()?;
+                }
+                Ok(())
+            })
             .map_err(about(&tmp))?;
-        std::fs::rename(&tmp, &self.path).map_err(about(&self.path))?;
+        std::fs::rename(&tmp, &self.path).map_err(about(&self.path))
+    }
+
+    /// Sync the directory (after a rename [`Self::write`] made).
+    fn sync_dir(&self) -> io::Result<()> {
+        // (The path is `dir.join(META_FILE)`: it has a parent.)
         let dir = self.path.parent().unwrap_or(Path::new("."));
         std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(about(dir))
     }
@@ -255,11 +276,16 @@ impl Restart {
         if cas > w.cas_bound {
             let mut next = *w;
             next.cas_bound = cas.saturating_add(CAS_STEP);
-            self.write(&next)?;
+            self.write(&next, self.durable)?;
             *w = next;
             // Relaxed: the file is written; a thread reading the old bound
             // takes the lock and finds it raised.
             self.cas_bound.store(next.cas_bound, Relaxed);
+            if self.durable {
+                // (After the state above: the file holds `next` whether
+                // or not its directory entry is on disk.)
+                self.sync_dir()?;
+            }
         }
         Ok(())
     }
@@ -274,17 +300,25 @@ impl Restart {
         let mut next = *w;
         next.oldest_live = oldest_live;
         next.oldest_cas = oldest_cas;
-        self.write(&next)?;
+        self.write(&next, self.durable)?;
         *w = next;
+        if self.durable {
+            self.sync_dir()?;
+        }
         Ok(())
     }
 
     /// Report a failed write of the meta file once (the cache keeps
     /// serving; a restart after it may hand out a cas unique again or
-    /// bring back what a `flush_all` invalidated).
+    /// bring back what a `flush_all` invalidated). With `--durable` it
+    /// stops the server instead ([`crate::store::stop_on_lost_write`]):
+    /// a reply would acknowledge what a restart may not find.
     pub fn report(&self, r: io::Result<()>) {
         static REPORTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
         if let Err(e) = r {
+            if self.durable {
+                crate::store::stop_on_lost_write(&e);
+            }
             // Relaxed: a lone flag; nothing is published with it.
             if !REPORTED.swap(true, Relaxed) {
                 eprintln!("dlht-server: cannot write the meta file: {e}");
@@ -438,7 +472,8 @@ mod tests {
             std::fs::write(&target, "kept").unwrap();
             std::os::unix::fs::symlink(&target, dir.join(TMP_FILE)).unwrap();
         }
-        let r = Restart::start(&dir, Meta { map_id: 1, ..Meta::default() }, 0, Duration::ZERO).unwrap();
+        let r =
+            Restart::start(&dir, Meta { map_id: 1, ..Meta::default() }, 0, Duration::ZERO, false).unwrap();
         #[cfg(unix)]
         assert_eq!(std::fs::read_to_string(dir.join("target")).unwrap(), "kept");
         assert_eq!(Restart::read(&dir).unwrap().unwrap().map_id, 1);
@@ -455,7 +490,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("dlht-server-meta-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let meta = Meta { map_id: 12, cas_bound: 10, ..Meta::default() };
-        let r = Restart::start(&dir, meta, 0, Duration::ZERO).unwrap();
+        let r = Restart::start(&dir, meta, 0, Duration::ZERO, false).unwrap();
         r.cover_cas(10).unwrap();
         assert_eq!(Restart::read(&dir).unwrap().unwrap().cas_bound, 10);
         r.cover_cas(11).unwrap();
