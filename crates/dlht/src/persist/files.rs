@@ -232,6 +232,21 @@ impl Mapping {
         self.ptr
     }
 
+    /// Write the dirty pages of the mapping's first `bytes` (a multiple of
+    /// the page size) to the file and wait: a ranged sync (msync), which
+    /// writes nothing else of the file.
+    pub fn sync_prefix(&self, bytes: usize) -> Result<(), Error> {
+        // SAFETY: a page-aligned prefix of this live mapping.
+        let r = unsafe { libc::msync(self.ptr as *mut libc::c_void, bytes.min(self.len), libc::MS_SYNC) };
+        if r != 0 {
+            return Err(Error::Io {
+                what: "syncing a map file's header",
+                kind: std::io::Error::last_os_error().kind(),
+            });
+        }
+        Ok(())
+    }
+
     /// Write the mapping's dirty pages to the file and wait (msync).
     pub fn sync(&self) -> Result<(), Error> {
         // SAFETY: exactly this live mapping.

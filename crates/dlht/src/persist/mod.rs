@@ -627,34 +627,29 @@ mod imp {
             // open, or a close with no operation under way), the directory
             // lock keeps other processes out, and a crash keeps stores in
             // program order on the page cache.
-            // In sync mode each step is on disk before the next begins: a
-            // power loss keeps no order of its own (the map file's stamping
-            // first, so that any file found with the new stamp is accepted).
-            let ordered = self.dir.ordered();
-            let sync_map = || {
-                if ordered {
-                    self.root_file.sync_data().map_err(files::io("syncing the map file"))?;
-                }
-                Ok::<_, Error>(())
-            };
+            // A power loss keeps no order of its own, so in every mode each
+            // step's header page is on disk before the next step begins (a
+            // ranged sync of one page each, a few in all): the map file's
+            // stamping first, so that any file found with the new stamp is
+            // accepted. (Left to the page cache in process mode, a power
+            // loss after a later sync-mode open's first sync left files
+            // stamped apart, and the map refused: finding F1.)
             let h = self.header();
+            let sync_header = || self.map.sync_prefix(PAGE);
             let old = h.stamp();
             let new = Stamp { stamping: old.stamp.wrapping_add(1), ..old };
-            if ordered {
-                // First, on disk as the page cache has them: an earlier open
-                // in process mode (or a process killed since its last sync)
-                // may have advanced the stamps in the page cache only, and
-                // the map file's first sync below would then make its stamp
-                // durable without the other files' (a map refused after a
-                // power loss: finding F1). The map file last, as a group
+            if self.dir.ordered() {
+                // Sync mode: first every file as the page cache has it (an
+                // earlier process-mode open or a killed process may have
+                // left writes there only), the map file last, as a group
                 // commit does.
                 for path in self.stamped_files()? {
                     super::sync_path(&path)?;
                 }
-                sync_map()?;
+                self.root_file.sync_data().map_err(files::io("syncing the map file"))?;
             }
             h.stamping.store(new.stamping, Ordering::Relaxed);
-            sync_map()?;
+            sync_header()?;
             self.dir.set_stamp(new);
             for path in self.stamped_files()? {
                 let offset = if path.ends_with(super::heap::HEAP_FILE) {
@@ -662,10 +657,10 @@ mod imp {
                 } else {
                     core::mem::offset_of!(IndexHeader, stamp)
                 };
-                super::stamp_file(&path, offset, new.stamping, ordered)?;
+                super::stamp_file(&path, offset, new.stamping)?;
             }
             h.stamp.store(new.stamping, Ordering::Relaxed);
-            sync_map()?;
+            sync_header()?;
             self.dir.set_stamp(Stamp { stamp: new.stamping, ..new });
             Ok(())
         }
@@ -874,15 +869,10 @@ fn sync_path(path: &std::path::Path) -> Result<(), crate::error::Error> {
 }
 
 /// Store `stamp` in the 8-byte field at `offset` of page 0 of the file at
-/// `path` (a file of the map, checked before); with `sync`, on disk before
-/// this returns.
+/// `path` (a file of the map, checked before), on disk before this
+/// returns (that page alone: a ranged sync).
 #[cfg(not(loom))]
-fn stamp_file(
-    path: &std::path::Path,
-    offset: usize,
-    stamp: u64,
-    sync: bool,
-) -> Result<(), crate::error::Error> {
+fn stamp_file(path: &std::path::Path, offset: usize, stamp: u64) -> Result<(), crate::error::Error> {
     let (file, len) = files::open_rw(path, "opening a map file to stamp it")?;
     if len < layout::PAGE as u64 {
         return Ok(()); // a half-made index file, deleted by the next open
@@ -893,12 +883,7 @@ fn stamp_file(
     let field = unsafe { &*(m.ptr().add(offset) as *const crate::sync::unmodelled::AtomicU64) };
     // Relaxed: see `advance_stamp`.
     field.store(stamp, crate::sync::Ordering::Relaxed);
-    if sync {
-        // The header's page alone (msync: a ranged sync): the rest of the
-        // file was synced before the advance began.
-        m.sync()?;
-    }
-    Ok(())
+    m.sync()
 }
 
 pub mod hasher;
