@@ -14,7 +14,7 @@ use dlht_server::config::Config;
 use dlht_server::server::{self, Running};
 
 mod common;
-use common::{connect, read_n, TIMEOUT};
+use common::{connect, read_n, read_through, TIMEOUT};
 mod process;
 use process::{free_port, run_with_limit, server_command, ChildGuard, Server};
 
@@ -704,14 +704,7 @@ fn a_pipeline_answers_as_commands_one_by_one() {
         a.write_all(command.as_bytes()).unwrap();
         a.write_all(b"mn\r\n").unwrap();
         // Read up to this command's "MN\r\n".
-        let mut got = Vec::new();
-        while !got.ends_with(b"MN\r\n") {
-            let mut byte = [0u8; 4096];
-            let n = a.read(&mut byte).unwrap();
-            assert!(n > 0, "the server closed");
-            got.extend_from_slice(&byte[..n]);
-        }
-        expected.extend_from_slice(&got);
+        expected.extend_from_slice(&read_through(&mut a, b"MN\r\n"));
     }
     let pipeline: String = script.iter().flat_map(|c| [c.as_str(), "mn\r\n"]).collect();
     b.write_all(pipeline.as_bytes()).unwrap();
@@ -842,13 +835,7 @@ fn a_meta_file_of_another_map_is_refused() {
 /// Reads a `stats` reply (up to its "END\r\n") and returns stat `name`.
 fn stat_of(c: &mut TcpStream, args: &str, name: &str) -> Option<String> {
     c.write_all(format!("stats{args}\r\n").as_bytes()).unwrap();
-    let mut got = Vec::new();
-    while !got.ends_with(b"END\r\n") {
-        let mut buf = [0u8; 4096];
-        let n = c.read(&mut buf).unwrap();
-        assert!(n > 0, "the server closed");
-        got.extend_from_slice(&buf[..n]);
-    }
+    let got = read_through(c, b"END\r\n");
     let prefix = format!("STAT {name} ");
     String::from_utf8(got).unwrap().lines().find_map(|l| l.strip_prefix(&prefix).map(str::to_owned))
 }

@@ -757,18 +757,25 @@ fn grow_child() {
     m.reserve(4 * keys);
 }
 
-/// Run `grow_child` on `dir` (`keys` 0: reopen and wait), crashing at
-/// `at`.
-fn crash_grow_child(dir: &Path, keys: usize, at: &str) {
+/// Run the child test `name`, told what to do by the environment variable
+/// `(var, value)`, crashing at `at`; wait for it to abort there.
+fn crash_child_test(name: &str, var: &str, value: &std::ffi::OsStr, at: &str) {
     let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "grow_child", "--nocapture", "--test-threads=1"])
-        .env("DLHT_GROW_CHILD", format!("{},{keys}", dir.display()))
+        .args(["--exact", name, "--nocapture", "--test-threads=1"])
+        .env(var, value)
         .env("DLHT_CRASH_AT", at)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
     crash_child::wait_for_abort(&mut child, at);
+}
+
+/// Run `grow_child` on `dir` (`keys` 0: reopen and wait), crashing at
+/// `at`.
+fn crash_grow_child(dir: &Path, keys: usize, at: &str) {
+    let spec = format!("{},{keys}", dir.display());
+    crash_child_test("grow_child", "DLHT_GROW_CHILD", spec.as_ref(), at);
 }
 
 /// Wait, without writing, until `m`'s background finisher is done
@@ -877,15 +884,7 @@ fn len_child() {
 /// removes recovery counted.
 fn len_after_crash(name: &str, at: &str) -> (usize, usize, usize) {
     let dir = fresh_dir(name);
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "len_child", "--nocapture", "--test-threads=1"])
-        .env("DLHT_LEN_CHILD", &dir)
-        .env("DLHT_CRASH_AT", at)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    crash_child::wait_for_abort(&mut child, at);
+    crash_child_test("len_child", "DLHT_LEN_CHILD", dir.as_os_str(), at);
     let m = FileMap::<u64, u64>::open(&dir).unwrap();
     let r = m.recovery();
     assert!(r.crashed);

@@ -659,9 +659,8 @@ fn headers_that_disagree_with_their_slots_neither_panic_nor_hang() {
 /// crashed state into closed files).
 #[test]
 fn marks_made_durable_before_their_unlink_are_not_trusted() {
-    const RETIRED: u64 = 2;
-    const FREE: u64 = 0;
-    for (n, state) in [RETIRED, FREE].into_iter().enumerate() {
+    use file_layout::{BLOCK_FREE, BLOCK_LIVE, BLOCK_RETIRED};
+    for (n, state) in [BLOCK_RETIRED, BLOCK_FREE].into_iter().enumerate() {
         let dir = fresh_dir(&format!("suspect-marks-{n}"));
         let key = b"a key longer than an inline word: suspect marks".to_vec();
         let value: Vec<u8> = (0..300u32).map(|i| (i * 7 + 3) as u8).collect();
@@ -678,27 +677,30 @@ fn marks_made_durable_before_their_unlink_are_not_trusted() {
                 m.upsert(&k, &v, &g).unwrap();
             }
         }
-        // The block: its blob's header (12 bytes: lengths and stamp), key
-        // and value; its state word just before it.
+        // The block: its blob's header (lengths and stamp), key and value;
+        // its state word just before it.
         let heap_path = dir.join("heap.dlht");
-        // The slabs handed out (the header's bump pointer, at 48): the file
-        // is sparse and far larger.
+        // The slabs handed out (the header's bump pointer): the file is
+        // sparse and far larger.
         let bytes = {
             let f = std::fs::File::open(&heap_path).unwrap();
             let mut w = [0u8; 8];
-            f.read_exact_at(&mut w, 48).unwrap();
-            let mut bytes = vec![0u8; u64::from_le_bytes(w) as usize * 65536];
+            f.read_exact_at(&mut w, file_layout::HEAP_NEXT_SLAB_AT).unwrap();
+            let mut bytes = vec![0u8; (u64::from_le_bytes(w) * file_layout::HEAP_SLAB_BYTES) as usize];
             f.read_exact_at(&mut bytes, 0).unwrap();
             bytes
         };
         let needle = [&key[..], &value[..]].concat();
-        let at = bytes.windows(needle.len()).position(|w| w == needle).expect("the block") - 12;
+        let at = bytes.windows(needle.len()).position(|w| w == needle).expect("the block")
+            - file_layout::BLOB_HEADER_BYTES;
         let u32_at = |o: usize| u32::from_le_bytes(bytes[o..o + 4].try_into().unwrap());
         assert_eq!((u32_at(at), u32_at(at + 4)), (key.len() as u32, value.len() as u32));
-        let word = u64::from_le_bytes(bytes[at - 8..at].try_into().unwrap());
-        assert_eq!(word & 0b11, 1, "live");
+        let state_at = at - file_layout::BLOCK_STATE_BYTES;
+        let word = u64::from_le_bytes(bytes[state_at..at].try_into().unwrap());
+        assert_eq!(file_layout::block_state(word), BLOCK_LIVE, "live");
         let heap = std::fs::OpenOptions::new().write(true).open(&heap_path).unwrap();
-        heap.write_all_at(&((word & !0b11) | state).to_le_bytes(), (at - 8) as u64).unwrap();
+        heap.write_all_at(&file_layout::with_block_state(word, state).to_le_bytes(), state_at as u64)
+            .unwrap();
         drop(heap);
         let map = std::fs::OpenOptions::new().write(true).open(dir.join("map.dlht")).unwrap();
         map.write_all_at(

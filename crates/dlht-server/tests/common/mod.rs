@@ -18,6 +18,19 @@ pub fn connect(addr: SocketAddr) -> TcpStream {
     s
 }
 
+/// Reads until what was read ends with `end` (a reply's last line).
+#[allow(dead_code)] // (not every test binary that includes this module reads so)
+pub fn read_through(s: &mut impl Read, end: &[u8]) -> Vec<u8> {
+    let mut got = Vec::new();
+    while !got.ends_with(end) {
+        let mut buf = [0u8; 4096];
+        let n = s.read(&mut buf).unwrap();
+        assert!(n > 0, "the server closed");
+        got.extend_from_slice(&buf[..n]);
+    }
+    got
+}
+
 /// Reads exactly `n` bytes.
 pub fn read_n(s: &mut impl Read, n: usize) -> Vec<u8> {
     let mut buf = vec![0; n];

@@ -638,26 +638,27 @@ mod imp {
             let sync_header = || self.map.sync_prefix(PAGE);
             let old = h.stamp();
             let new = Stamp { stamping: old.stamp.wrapping_add(1), ..old };
+            let stamped = self.stamped_files()?;
             if self.dir.ordered() {
                 // Sync mode: first every file as the page cache has it (an
                 // earlier process-mode open or a killed process may have
                 // left writes there only), the map file last, as a group
                 // commit does.
-                for path in self.stamped_files()? {
-                    super::sync_path(&path)?;
+                for path in &stamped {
+                    super::sync_path(path)?;
                 }
                 self.root_file.sync_data().map_err(files::io("syncing the map file"))?;
             }
             h.stamping.store(new.stamping, Ordering::Relaxed);
             sync_header()?;
             self.dir.set_stamp(new);
-            for path in self.stamped_files()? {
+            for path in &stamped {
                 let offset = if path.ends_with(super::heap::HEAP_FILE) {
                     super::heap::HeapHeader::STAMP_OFFSET
                 } else {
                     core::mem::offset_of!(IndexHeader, stamp)
                 };
-                super::stamp_file(&path, offset, new.stamping)?;
+                super::stamp_file(path, offset, new.stamping)?;
             }
             h.stamp.store(new.stamping, Ordering::Relaxed);
             sync_header()?;
