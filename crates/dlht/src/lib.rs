@@ -395,6 +395,9 @@ pub use word::Inline;
 pub mod internals {
     #[cfg(not(loom))]
     pub use crate::persist::crash::CrashPoint;
+    /// A power loss simulated in process (feature `crash-points`).
+    #[cfg(feature = "crash-points")]
+    pub use crate::persist::mirror;
     pub use crate::raw::alloc::ZeroedArray;
     pub use crate::raw::index::live_indexes;
 

@@ -733,6 +733,108 @@ fn sync_mode_makes_writes_durable_for_every_caller() {
     }
 }
 
+/// What a simulated power loss (`internals::mirror`: only what a sync
+/// covered survives) leaves of a map synced per call while one thread
+/// inserts batches of 16 new keys, each acknowledged by `durable()`, and
+/// another syncs back to back, so that grows run inside group syncs: for
+/// each instant checked, the batches acknowledged before it, whether the
+/// copy's open resumed a grow, and the acknowledged keys it lost (None:
+/// the copy was refused).
+fn simulated_power_losses(name: &str) -> Vec<(u64, bool, Option<u64>)> {
+    use dlht::internals::mirror;
+    use dlht::Durability;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
+    const BATCHES: u64 = 1500;
+    let dir = fresh_dir(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    mirror::watch(&dir).unwrap();
+    let acked = AtomicU64::new(0);
+    let done = AtomicBool::new(false);
+    let mut copies = Vec::new();
+    {
+        let m = FileMap::<u64, u64>::open_with(
+            &dir,
+            OpenOptions::new().capacity(64).durability(Durability::Sync { every: Duration::ZERO }),
+        )
+        .unwrap();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                for b in 0..BATCHES {
+                    for k in b * 16..(b + 1) * 16 {
+                        m.insert(k, k * 3).unwrap();
+                    }
+                    m.durable().unwrap();
+                    acked.store(b + 1, SeqCst);
+                }
+                done.store(true, SeqCst);
+            });
+            s.spawn(|| {
+                while !done.load(SeqCst) {
+                    m.durable().unwrap();
+                }
+            });
+            while !done.load(SeqCst) {
+                std::thread::sleep(Duration::from_millis(3));
+                // Acknowledged before the instant the power goes.
+                let a = acked.load(SeqCst);
+                let copy = dir.with_file_name(format!("{}-lost-{}", name, copies.len()));
+                let _ = std::fs::remove_dir_all(&copy);
+                std::fs::create_dir_all(&copy).unwrap();
+                mirror::materialize(&dir, &copy).unwrap();
+                copies.push((a, copy));
+            }
+        });
+    }
+    mirror::unwatch(&dir);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(copies.len() >= 5, "only {} instants checked", copies.len());
+    copies
+        .into_iter()
+        .map(|(a, copy)| {
+            let r = match FileMap::<u64, u64>::open(&copy) {
+                Ok(m) => {
+                    let lost = (0..a * 16).filter(|k| m.get(k) != Some(k * 3)).count() as u64;
+                    (a, m.recovery().resize_resumed, Some(lost))
+                }
+                Err(e) => {
+                    eprintln!("{a} batches acknowledged: the copy was refused: {e}");
+                    (a, false, None)
+                }
+            };
+            std::fs::remove_dir_all(&copy).unwrap();
+            r
+        })
+        .collect()
+}
+
+/// KNOWN (findings F7 and F8 of docs/results/power-loss, left open): a
+/// simulated power loss can lose keys `durable()` acknowledged.
+/// - F7: inside a grow. A group sync writes the old index, whose
+///   transferred bins say their keys moved, while the new index's copies
+///   are not yet on disk (a transfer ran during the sync, or the new index
+///   was made after the sync listed its files); the open resumes the grow
+///   and finds them in neither.
+/// - F8: outside one, a few keys (3 of 4,688 in one instant): the copy of
+///   a file is read after its sync while writers go on, so it mixes pages
+///   of different moments, as the kernel's writeback does; which change
+///   to a bin of an acknowledged key that allows is not yet known.
+///
+/// Every instant must keep every acknowledged key, through grows whose
+/// new index is made and published while a group sync runs (F6, fixed:
+/// the map file named a generation whose index file was not synced).
+#[test]
+#[ignore = "known, left open: a simulated power loss can lose acknowledged keys (F7, F8)"]
+fn known_a_simulated_power_loss_keeps_every_acknowledged_write() {
+    let r = simulated_power_losses("power-sim");
+    let inside = r.iter().filter(|c| c.1).count();
+    let bad: Vec<_> = r.iter().filter(|c| c.2 != Some(0)).collect();
+    assert!(
+        bad.is_empty(),
+        "{} instants, {inside} inside a grow; (batches acknowledged, grow resumed, keys lost; None: refused): {bad:?}",
+        r.len()
+    );
+}
+
 // ---- a grow resumed at open is finished in the background ----
 
 /// A child for the resumed-grow tests (`DLHT_GROW_CHILD=<dir>,<keys>`):

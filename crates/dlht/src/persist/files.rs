@@ -244,6 +244,7 @@ impl Mapping {
                 kind: std::io::Error::last_os_error().kind(),
             });
         }
+        super::mirror::msynced(self.ptr, bytes.min(self.len));
         Ok(())
     }
 
@@ -257,6 +258,7 @@ impl Mapping {
                 kind: std::io::Error::last_os_error().kind(),
             });
         }
+        super::mirror::msynced(self.ptr, self.len);
         Ok(())
     }
 
@@ -340,7 +342,9 @@ pub fn preallocate(file: &File, offset: usize, len: usize, what: &'static str) -
 
 /// Make a rename or a creation in `dir` durable (fsync of the directory).
 pub fn sync_dir(dir: &Path) -> Result<(), Error> {
-    File::open(dir).and_then(|d| d.sync_all()).map_err(io("syncing the map directory"))
+    File::open(dir).and_then(|d| d.sync_all()).map_err(io("syncing the map directory"))?;
+    super::mirror::dir_synced(dir);
+    Ok(())
 }
 
 /// Remove `path`, ignoring a file already gone.

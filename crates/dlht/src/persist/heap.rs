@@ -523,7 +523,9 @@ impl Heap {
         h.header_crc = h.crc();
         h.next_slab.store(1, Ordering::Relaxed);
         m.sync()?;
-        file.sync_all().map_err(io("syncing the heap file"))
+        file.sync_all().map_err(io("syncing the heap file"))?;
+        super::mirror::file_synced(&file);
+        Ok(())
     }
 
     /// Check `dir/heap.dlht`'s header without changing anything (before

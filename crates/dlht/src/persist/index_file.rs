@@ -128,6 +128,7 @@ impl FileSet {
             self.open.lock().unwrap_or_else(|e| e.into_inner()).iter().filter_map(Weak::upgrade).collect();
         for f in files {
             f.sync_data().map_err(files::io("syncing a map file"))?;
+            super::mirror::file_synced(&f);
         }
         // Relaxed: see `note_dir_changed`.
         if self.dir_changed.swap(false, Ordering::Relaxed) {
@@ -140,6 +141,7 @@ impl FileSet {
         }
         if let Some(root) = self.root.lock().unwrap_or_else(|e| e.into_inner()).upgrade() {
             root.sync_data().map_err(files::io("syncing the map file"))?;
+            super::mirror::file_synced(&root);
         }
         Ok(())
     }

@@ -28,6 +28,7 @@ pub mod heap;
 #[cfg(not(loom))]
 pub mod index_file;
 pub mod layout;
+pub mod mirror;
 #[cfg(not(loom))]
 mod recover;
 #[cfg(not(loom))]
@@ -648,6 +649,7 @@ mod imp {
                     super::sync_path(path)?;
                 }
                 self.root_file.sync_data().map_err(files::io("syncing the map file"))?;
+                super::mirror::file_synced(&self.root_file);
             }
             h.stamping.store(new.stamping, Ordering::Relaxed);
             sync_header()?;
@@ -876,7 +878,9 @@ mod imp {
 #[cfg(not(loom))]
 fn sync_path(path: &std::path::Path) -> Result<(), crate::error::Error> {
     let (file, _) = files::open_rw(path, "opening a map file to sync it")?;
-    file.sync_data().map_err(files::io("syncing a map file"))
+    file.sync_data().map_err(files::io("syncing a map file"))?;
+    mirror::file_synced(&file);
+    Ok(())
 }
 
 /// Store `stamp` in the 8-byte field at `offset` of page 0 of the file at

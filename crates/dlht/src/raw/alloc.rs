@@ -168,6 +168,7 @@ impl<T> ZeroedArray<T> {
                 kind: std::io::Error::last_os_error().kind(),
             });
         }
+        crate::persist::mirror::msynced(base as *const u8, mapped);
         Ok(())
     }
 
