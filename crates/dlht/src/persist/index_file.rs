@@ -8,14 +8,22 @@ use crate::sync::unmodelled::AtomicBool;
 use crate::sync::Ordering;
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, Weak};
+
+/// The rank of a heap among the open files (an index's is its generation).
+const HEAP_RANK: u64 = u64::MAX;
+
+/// A transfer of a bin under way (see [`FileSet::transfer_gate`]).
+pub type TransferGuard<'a> = RwLockReadGuard<'a, ()>;
 
 /// A persistent map's directory and the files of it that are open, for
 /// syncing them all (`fdatasync`, which on Linux also writes the pages
 /// dirtied through the shared mappings).
 pub struct FileSet {
     dir: PathBuf,
-    open: Mutex<Vec<Weak<File>>>,
+    /// The open files, each with its rank in a sync: a heap first, then
+    /// indexes newest first (see [`Self::sync_all`]).
+    open: Mutex<Vec<(u64, Weak<File>)>>,
     /// The map file, synced after every other file and the directory: it
     /// names the rest (the current generation, the stamp), so what it names
     /// is on disk before it is.
@@ -31,6 +39,9 @@ pub struct FileSet {
     /// The map's identity and stamp, which every file must name (set once
     /// the map file is checked, and as the stamp advances).
     stamp: Mutex<Stamp>,
+    /// Read by each bin transfer, written by each sync (see
+    /// [`Self::transfer_gate`]).
+    transfers: RwLock<()>,
 }
 
 impl FileSet {
@@ -44,7 +55,23 @@ impl FileSet {
             ordered: AtomicBool::new(false),
             small_pages: AtomicBool::new(false),
             stamp: Mutex::default(),
+            transfers: RwLock::new(()),
         })
+    }
+
+    /// Held while a bin is transferred from one of this map's indexes to
+    /// the next: [`Self::sync_all`] waits for the transfers under way and
+    /// holds new ones off while it writes the files. A transfer marks the
+    /// old bin's slots moved and copies their pairs into the next index;
+    /// a sync that wrote the old index's page after a transfer and the
+    /// next index's page before it (or not at all: a new index made after
+    /// the sync listed its files) left on disk keys in neither index, and
+    /// a power loss lost them (finding F7: thousands of keys acknowledged
+    /// by `durable()`). The kernel's own writeback, which keeps no order,
+    /// can still do the same between syncs (DESIGN).
+    pub fn transfer_gate(&self) -> TransferGuard<'_> {
+        // A poisoned gate guards nothing (`()`): go on.
+        self.transfers.read().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The map's identity and stamp, as its map file gives them.
@@ -63,11 +90,12 @@ impl FileSet {
         &self.dir
     }
 
-    /// Sync `file` with the others from now on, while it is open.
-    pub fn register(&self, file: &Arc<File>) {
+    /// Sync `file`, the file of the index of `generation`, with the others
+    /// from now on, while it is open.
+    pub fn register(&self, file: &Arc<File>, generation: u64) {
         let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
-        open.retain(|w| w.strong_count() > 0);
-        open.push(Arc::downgrade(file));
+        open.retain(|(_, w)| w.strong_count() > 0);
+        open.push((generation, Arc::downgrade(file)));
     }
 
     /// Register the map file: synced last (see [`Self::sync_all`]).
@@ -111,24 +139,54 @@ impl FileSet {
     /// Register `file` to be synced before every other: a byte map's heap,
     /// so that a value is on disk before the index entry naming it.
     pub fn register_first(&self, file: &Arc<File>) {
-        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
-        open.retain(|w| w.strong_count() > 0);
-        open.insert(0, Arc::downgrade(file));
+        self.register(file, HEAP_RANK);
     }
 
-    /// Write every open file's dirty pages and wait (in the order they were
-    /// registered, a heap first).
+    /// Write every open file's dirty pages and wait: a heap first, then the
+    /// indexes newest first with no transfer under way (`transfer_gate`),
+    /// then the directory, if a file was made or deleted, and the map file
+    /// last.
     ///
-    /// Then the directory, if a file was made or deleted, and the map file
-    /// last: a power loss between two of these syncs leaves on disk a map
-    /// file that names only what is already there (an index file made for
-    /// a grow, its contents, the heap's blocks).
+    /// The map file last: a power loss between two of these syncs leaves
+    /// on disk a map file that names only what is already there (an index
+    /// file made for a grow, its contents, the heap's blocks). The indexes
+    /// newest first, transfers held off: a grow's transfers since the last
+    /// sync marked the old index's bins moved and copied their pairs into
+    /// the new one; written in that order, a power loss between the two
+    /// leaves the copies on disk and the old bins untransferred, which the
+    /// open's resumed grow transfers again (into target bins it first
+    /// empties: `Index::empties_targets`). The other order, or a transfer
+    /// between the two, left the marks without the copies: the keys in
+    /// neither index (finding F7). The price: transfers wait while the
+    /// indexes are written (a grow under `durable()` back to back ran at
+    /// about half speed).
     pub fn sync_all(&self) -> Result<(), Error> {
-        let files: Vec<Arc<File>> =
-            self.open.lock().unwrap_or_else(|e| e.into_inner()).iter().filter_map(Weak::upgrade).collect();
-        for f in files {
+        let sync = |f: &File| {
             f.sync_data().map_err(files::io("syncing a map file"))?;
-            super::mirror::file_synced(&f);
+            super::mirror::file_synced(f);
+            Ok::<(), Error>(())
+        };
+        let listed = || -> Vec<(u64, Arc<File>)> {
+            let open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+            open.iter().filter_map(|(g, w)| Some((*g, w.upgrade()?))).collect()
+        };
+        // The heap, which transfers do not touch.
+        for (_, f) in listed().iter().filter(|(g, _)| *g == HEAP_RANK) {
+            sync(f)?;
+        }
+        {
+            // Listed under the gate: an index made since, into which no
+            // transfer can run until the gate opens, is in the list.
+            let _no_transfers = self.transfers.write().unwrap_or_else(|e| e.into_inner());
+            let mut indexes: Vec<_> = listed().into_iter().filter(|(g, _)| *g != HEAP_RANK).collect();
+            indexes.sort_by_key(|(g, _)| core::cmp::Reverse(*g));
+            // Planted bug (scripts/planted-bugs.sh): the indexes oldest first.
+            if cfg!(dlht_plant = "sync_oldest_first") {
+                indexes.reverse();
+            }
+            for (_, f) in &indexes {
+                sync(f)?;
+            }
         }
         // Relaxed: see `note_dir_changed`.
         if self.dir_changed.swap(false, Ordering::Relaxed) {
@@ -140,8 +198,7 @@ impl FileSet {
             }
         }
         if let Some(root) = self.root.lock().unwrap_or_else(|e| e.into_inner()).upgrade() {
-            root.sync_data().map_err(files::io("syncing the map file"))?;
-            super::mirror::file_synced(&root);
+            sync(&root)?;
         }
         Ok(())
     }
@@ -188,7 +245,7 @@ impl IndexFile {
         let file = Arc::new(files::create_zeroed(&path, bytes)?);
         set.note_dir_changed();
         let header = Mapping::new(&file, 0, PAGE)?;
-        set.register(&file);
+        set.register(&file, generation);
         let f = IndexFile::of(header, &file, set, generation);
         // SAFETY: the mapping is a zeroed page, at least as large and as
         // aligned as the header (a page), whose fields are all valid zero;
@@ -233,7 +290,7 @@ impl IndexFile {
             return Err(Error::Corrupt { what: "an index file was never completed" });
         }
         let (bins, links) = f.header().check(generation, &set.stamp(), len, bin_range)?;
-        set.register(&file);
+        set.register(&file, generation);
         Ok((f, file, bins, links))
     }
 

@@ -49,6 +49,16 @@ mod imp {
         dir: PathBuf,
         names: HashMap<String, FileId>,
         files: HashMap<FileId, Content>,
+        /// A power loss to take right after a file is synced (see
+        /// [`lose_power_after`]).
+        trigger: Option<Trigger>,
+    }
+
+    /// See [`lose_power_after`].
+    struct Trigger {
+        synced: Box<dyn Fn(&str) -> bool + Send>,
+        dest: PathBuf,
+        taken: std::sync::Arc<std::sync::atomic::AtomicBool>,
     }
 
     static MIRRORS: Mutex<Vec<Mirror>> = Mutex::new(Vec::new());
@@ -60,7 +70,7 @@ mod imp {
     /// Watch `dir` from now on: what is there now counts as durable.
     pub fn watch(dir: &Path) -> io::Result<()> {
         let dir = dir.canonicalize()?;
-        let mut m = Mirror { dir: dir.clone(), names: HashMap::new(), files: HashMap::new() };
+        let mut m = Mirror { dir: dir.clone(), names: HashMap::new(), files: HashMap::new(), trigger: None };
         for e in std::fs::read_dir(&dir)? {
             let e = e?;
             if e.file_type()?.is_file() {
@@ -88,6 +98,29 @@ mod imp {
         let dir = dir.canonicalize()?;
         let all = mirrors();
         let m = all.iter().find(|m| m.dir == dir).ok_or(io::ErrorKind::NotFound)?;
+        write_out(m, dest)
+    }
+
+    /// Once, right after a sync of a file of the watched `dir` whose name
+    /// `synced` accepts (before the sync that called it goes on to other
+    /// files), write into `dest` what a power loss then would leave, as
+    /// [`materialize`] does: a fault at a protocol point, as LazyFS's
+    /// crash after an `fsync`. The flag returned says when it was taken.
+    pub fn lose_power_after(
+        dir: &Path,
+        synced: impl Fn(&str) -> bool + Send + 'static,
+        dest: &Path,
+    ) -> io::Result<std::sync::Arc<std::sync::atomic::AtomicBool>> {
+        let dir = dir.canonicalize()?;
+        let mut all = mirrors();
+        let m = all.iter_mut().find(|m| m.dir == dir).ok_or(io::ErrorKind::NotFound)?;
+        let taken = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        m.trigger =
+            Some(Trigger { synced: Box::new(synced), dest: dest.to_path_buf(), taken: taken.clone() });
+        Ok(taken)
+    }
+
+    fn write_out(m: &Mirror, dest: &Path) -> io::Result<()> {
         for (name, ino) in &m.names {
             let f = File::create(dest.join(name))?;
             let c = m.files.get(ino).cloned().unwrap_or_default();
@@ -151,7 +184,14 @@ mod imp {
             c.pages.extend(new.pages);
             c.len = new.len;
         }
-        m.names.insert(name.to_string_lossy().into_owned(), id(&meta));
+        let name = name.to_string_lossy().into_owned();
+        m.names.insert(name.clone(), id(&meta));
+        if m.trigger.as_ref().is_some_and(|t| (t.synced)(&name)) {
+            let t = m.trigger.take().expect("checked above");
+            if write_out(m, &t.dest).is_ok() {
+                t.taken.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
     }
 
     /// An `fdatasync` (or `fsync`) of `file` succeeded.
@@ -204,7 +244,9 @@ mod imp {
         let Ok(entries) = std::fs::read_dir(&dir) else { return };
         let mut names = HashMap::new();
         for e in entries.flatten() {
-            let Ok(meta) = e.metadata() else { continue };
+            // By path (statx), not the entry's `fstatat`, which gives no
+            // birth time: the file's id must match its syncs'.
+            let Ok(meta) = std::fs::symlink_metadata(e.path()) else { continue };
             if meta.is_file() {
                 names.insert(e.file_name().to_string_lossy().into_owned(), id(&meta));
                 // A name made durable before any of its data: the length

@@ -862,7 +862,7 @@ mod imp {
             let pipe = Arc::new(unsafe { std::fs::File::from_raw_fd(fds[0]) });
             // SAFETY: the write end, likewise.
             let other_end = unsafe { std::fs::File::from_raw_fd(fds[1]) };
-            files.register(&pipe); // fdatasync on a pipe fails (EINVAL)
+            files.register(&pipe, 1); // fdatasync on a pipe fails (EINVAL)
             let commit = GroupCommit::start(files.clone(), Duration::ZERO);
             assert!(commit.wait().is_err());
             drop((pipe, other_end));

@@ -56,6 +56,9 @@ impl Drop for AbortOnUnwind {
 #[inline(always)]
 fn transfer_bin_inner<T: Threading>(old: &Index, b: usize, new: &Index, hash: &dyn Fn(u64) -> u64) -> usize {
     let bin = old.bin_as::<T>(b);
+    // Planted bug (scripts/planted-bugs.sh): transfer while a sync writes
+    // the files (finding F7).
+    let _gate = if cfg!(dlht_plant = "transfer_during_sync") { None } else { old.transfer_gate() };
     note_transfer(old.generation, b);
     let h = match claim(&bin) {
         Claim::Won(h) => {
@@ -78,6 +81,11 @@ fn transfer_bin_inner<T: Threading>(old: &Index, b: usize, new: &Index, hash: &d
             return 0;
         }
     };
+    // Planted bug (scripts/planted-bugs.sh): keep what a power loss left
+    // in the targets.
+    if new.empties_targets() && new.bins() > old.bins() && !cfg!(dlht_plant = "targets_kept") {
+        empty_targets::<T>(old, b, new);
+    }
     let copied = copy_out(&bin, h, new, hash);
     #[cfg(all(test, not(loom)))]
     hooks::while_transferring();
@@ -136,6 +144,7 @@ pub fn transfer_target<T: Threading>(
     if old.bin_as::<T>(t).header().bin_state() == BinState::DoneTransfer {
         return 0;
     }
+    let _gate = old.transfer_gate();
     note_transfer(old.generation, t);
     let unwinding = AbortOnUnwind;
     let mut claimed = [(0usize, Header::default()); MAX_SHRINK_FACTOR];
@@ -422,6 +431,20 @@ fn copy_out<T: Threading>(bin: &BinRef<'_, T>, h: Header, dest: &Index, hash: &d
 /// InTransfer until all are copied), so plain owner stores suffice. It
 /// holds at most 15 keys (one source bin's, or sources counted to fit), and
 /// link buckets for transfers are reserved for every bin full.
+/// Empty the bins of the larger index `new` that bin `b` of `old`, just
+/// claimed for transfer, grows into (see [`Index::empties_targets`]):
+/// every slot Invalid; chained link buckets stay chained, for reuse. No
+/// operation reaches them before `b` is done, so the stores are owned.
+fn empty_targets<T: Threading>(old: &Index, b: usize, new: &Index) {
+    for j in 0..new.bins() / old.bins() {
+        let bin = new.bin_as::<T>(b + j * old.bins());
+        let h = bin.header();
+        if !h.has_no_slots() {
+            bin.bucket.header.store_owned(h.with_no_slots());
+        }
+    }
+}
+
 fn place<T: Threading>(new: &Index, hash: u64, (key, value): (u64, u64), state: SlotState) {
     let bin = new.bin_as::<T>(new.bin_of(hash));
     let h = bin.header();

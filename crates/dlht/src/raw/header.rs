@@ -120,6 +120,19 @@ impl Header {
         Header((cleared | ((s as u64) << shift)).wrapping_add(Self::VERSION_ONE))
     }
 
+    /// True if every slot is Invalid.
+    #[inline]
+    pub const fn has_no_slots(self) -> bool {
+        self.0 & Self::SLOTS_MASK == 0
+    }
+
+    /// The same header with every slot Invalid and the version bumped.
+    #[inline]
+    #[must_use]
+    pub const fn with_no_slots(self) -> Header {
+        Header((self.0 & !Self::SLOTS_MASK).wrapping_add(Self::VERSION_ONE))
+    }
+
     /// The same header with the bin state set to `s` and the version bumped.
     #[inline]
     #[must_use]

@@ -136,6 +136,10 @@ pub struct Index {
     /// For an index opened from a file, whether its bins' transfer states
     /// are checked (`STATES_*`, see [`Index::repair_transfer_states`]).
     states: unmodelled::AtomicUsize,
+    /// Opened from a file a crash left (not made by this process): its
+    /// bins may hold what a power loss left ahead of the index before it
+    /// (see [`Self::empties_targets`]).
+    opened: bool,
 }
 
 /// `Index::states`: checked (or never from a file), not yet, or being
@@ -251,6 +255,7 @@ impl Index {
             quarantine,
             bins_repaired: unmodelled::AtomicUsize::new(0),
             states: unmodelled::AtomicUsize::new(STATES_CHECKED),
+            opened: false,
         }
     }
 
@@ -304,6 +309,7 @@ impl Index {
         let mut idx = Self::assemble(bins_arr, links_arr, soft, next, markers, generation);
         // Relaxed: before any thread uses the index.
         idx.states.store(if opened { STATES_UNCHECKED } else { STATES_CHECKED }, Ordering::Relaxed);
+        idx.opened = opened;
         idx.file = Some(f);
         Ok(idx)
     }
@@ -325,10 +331,44 @@ impl Index {
         self.links.sync()
     }
 
+    /// True if a transfer into this index must first empty the target
+    /// bins of the source bin it claimed: the index of a grow an open
+    /// resumed. A power loss can leave on disk a grow's copies of a bin
+    /// whose transfer marks in the older index it lost (the syncs write
+    /// the newer index first: `FileSet::sync_all`); the bin, untransferred
+    /// again, is what operations used since, so its old copies go. (A
+    /// process crash never leaves a target bin filled before its source is
+    /// claimed: for it, this empties empty bins.)
+    #[inline]
+    pub fn empties_targets(&self) -> bool {
+        self.opened
+    }
+
     /// This index's file, for a persistent map's.
     #[cfg(not(loom))]
     pub fn file(&self) -> Option<&IndexFile> {
         self.file.as_ref()
+    }
+
+    /// Held while a bin of this index is transferred out of it: a
+    /// persistent map's syncs wait for the transfers under way and hold
+    /// new ones off while they write the map's files
+    /// ([`FileSet::sync_all`](crate::persist::index_file::FileSet::sync_all)),
+    /// so that no sync writes a bin's transfer marks without the next
+    /// index's copies (finding F7). Nothing for an index in memory, or a
+    /// persistent one in process mode (which promises nothing across a
+    /// power loss).
+    #[cfg(not(loom))]
+    #[inline]
+    pub fn transfer_gate(&self) -> Option<crate::persist::index_file::TransferGuard<'_>> {
+        self.file.as_ref().filter(|f| f.set().ordered()).map(|f| f.set().transfer_gate())
+    }
+
+    /// Loom build: no files.
+    #[cfg(loom)]
+    #[inline]
+    pub fn transfer_gate(&self) -> Option<()> {
+        None
     }
 
     /// Number of bins.
