@@ -29,15 +29,20 @@ if [ "${#exes[@]}" -ne "${#tests[@]}" ]; then
   exit 1
 fi
 
-status=0
-log=$(mktemp)
-for exe in "${exes[@]}"; do
+# One valgrind per core (valgrind runs a process's threads one at a time,
+# on one core), two at once on the 2-core CI machine: the step took 400 s
+# run one binary after another.
+jobs=${DLHT_MEMCHECK_JOBS:-$(nproc)}
+[ "$jobs" -ge 1 ] || jobs=1
+work=$(mktemp -d)
+
+# memcheck_one I EXE: run EXE under memcheck; its report line in $work/I.
+memcheck_one() {
+  local i=$1 exe=$2 name filter=() start=$SECONDS
   name=$(basename "$exe")
-  filter=()
   for t in "${!only[@]}"; do
     if [[ $name == "$t"-* ]]; then read -ra filter <<<"${only[$t]}"; fi
   done
-  start=$SECONDS
   # A tenth of the CI stress scale, and 64 cases per property test
   # (proptest's default is 256; the release and debug builds run those). --fair-sched: valgrind runs one thread
   # at a time, and its default lock lets a thread that spins (a reader
@@ -46,13 +51,28 @@ for exe in "${exes[@]}"; do
   # of seconds, depending on luck.
   if DLHT_STRESS_SCALE=0.1 PROPTEST_CASES=64 valgrind -q --fair-sched=yes --error-exitcode=99 --tool=memcheck \
       --leak-check=full --errors-for-leak-kinds=definite \
-      "$exe" --test-threads=1 "${filter[@]}" >"$log" 2>&1; then
-    echo "memcheck $name: clean ($(grep -h "test result" "$log")) in $((SECONDS - start))s"
+      "$exe" --test-threads=1 "${filter[@]}" >"$work/$i.log" 2>&1; then
+    echo "memcheck $name: clean ($(grep -h "test result" "$work/$i.log")) in $((SECONDS - start))s" >"$work/$i"
   else
-    echo "memcheck $name: FAILED"
-    tail -n 40 "$log"
-    status=1
+    { echo "memcheck $name: FAILED"; tail -n 40 "$work/$i.log"; } >"$work/$i"
+  fi
+}
+
+running=()
+for i in "${!exes[@]}"; do
+  memcheck_one "$i" "${exes[$i]}" &
+  running+=($!)
+  if [ "${#running[@]}" -ge "$jobs" ]; then
+    wait "${running[0]}"
+    running=("${running[@]:1}")
   fi
 done
-rm -f "$log"
+wait
+
+status=0
+for i in "${!exes[@]}"; do
+  cat "$work/$i"
+  grep -q "^memcheck [^ ]*: clean" "$work/$i" || status=1
+done
+rm -rf "$work"
 exit $status
