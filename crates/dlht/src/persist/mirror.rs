@@ -30,7 +30,7 @@ mod imp {
     const PAGE: u64 = 4096;
 
     /// A file's durable contents: its length and its pages with data.
-    #[derive(Default, Clone)]
+    #[derive(Default)]
     struct Content {
         len: u64,
         pages: BTreeMap<u64, Vec<u8>>,
@@ -121,9 +121,9 @@ mod imp {
     }
 
     fn write_out(m: &Mirror, dest: &Path) -> io::Result<()> {
-        for (name, ino) in &m.names {
+        for (name, file) in &m.names {
             let f = File::create(dest.join(name))?;
-            let c = m.files.get(ino).cloned().unwrap_or_default();
+            let Some(c) = m.files.get(file) else { continue };
             f.set_len(c.len)?;
             for (p, bytes) in &c.pages {
                 f.write_all_at(bytes, p * PAGE)?;

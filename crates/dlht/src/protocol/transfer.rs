@@ -424,13 +424,6 @@ fn copy_out<T: Threading>(bin: &BinRef<'_, T>, h: Header, dest: &Index, hash: &d
     copied
 }
 
-/// Put a transferred pair into its bin of `new`. The bin is reachable by no
-/// other thread yet (when growing, its source bin is InTransfer, and
-/// distinct source bins feed distinct target bins because the new mask
-/// extends the old one; when shrinking, every source of the target is
-/// InTransfer until all are copied), so plain owner stores suffice. It
-/// holds at most 15 keys (one source bin's, or sources counted to fit), and
-/// link buckets for transfers are reserved for every bin full.
 /// Empty the bins of the larger index `new` that bin `b` of `old`, just
 /// claimed for transfer, grows into (see [`Index::empties_targets`]):
 /// every slot Invalid; chained link buckets stay chained, for reuse. No
@@ -445,6 +438,13 @@ fn empty_targets<T: Threading>(old: &Index, b: usize, new: &Index) {
     }
 }
 
+/// Put a transferred pair into its bin of `new`. The bin is reachable by no
+/// other thread yet (when growing, its source bin is InTransfer, and
+/// distinct source bins feed distinct target bins because the new mask
+/// extends the old one; when shrinking, every source of the target is
+/// InTransfer until all are copied), so plain owner stores suffice. It
+/// holds at most 15 keys (one source bin's, or sources counted to fit), and
+/// link buckets for transfers are reserved for every bin full.
 fn place<T: Threading>(new: &Index, hash: u64, (key, value): (u64, u64), state: SlotState) {
     let bin = new.bin_as::<T>(new.bin_of(hash));
     let h = bin.header();

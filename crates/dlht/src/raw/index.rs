@@ -136,8 +136,8 @@ pub struct Index {
     /// For an index opened from a file, whether its bins' transfer states
     /// are checked (`STATES_*`, see [`Index::repair_transfer_states`]).
     states: unmodelled::AtomicUsize,
-    /// Opened from a file a crash left (not made by this process): its
-    /// bins may hold what a power loss left ahead of the index before it
+    /// Opened from a file (not made by this process): after a power loss
+    /// its bins may hold what was written ahead of the index before it
     /// (see [`Self::empties_targets`]).
     opened: bool,
 }
