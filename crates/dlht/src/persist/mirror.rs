@@ -270,4 +270,7 @@ mod imp {
     pub(crate) fn dir_synced(_: &std::path::Path) {}
 }
 
+#[cfg(feature = "crash-points")]
 pub use imp::*;
+#[cfg(not(feature = "crash-points"))]
+pub(crate) use imp::*;
