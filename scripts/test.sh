@@ -6,7 +6,7 @@
 # benchmark's smoke runs.
 #
 #   DLHT_STRESS_SCALE=N   longer (N > 1) or shorter (N < 1) stress runs
-#   DLHT_PLANTED=0        skip the planted-bug builds (about 5 minutes)
+#   DLHT_PLANTED=0        skip the planted-bug checks (about 5 minutes)
 #   DLHT_VALGRIND=0       skip memcheck
 #   DLHT_QUICK=1          only the release suite and the loom models
 set -euo pipefail

@@ -11,6 +11,7 @@
 //! enums and the public methods.
 
 use crate::error::Error;
+use crate::plant::{planted, Plant};
 use crate::protocol::insert::Inserted;
 use crate::protocol::put::Change;
 use crate::protocol::{self, Step};
@@ -356,7 +357,7 @@ pub(crate) fn links_instead_of_growing<T: Threading>(
     len: impl FnOnce() -> usize,
 ) -> bool {
     // Planted bug (scripts/planted-bugs.sh): always grow, as before.
-    !cfg!(dlht_plant = "links_never_raised")
+    !planted(Plant::LinksNeverRaised)
         && bin.header().first_invalid().is_some()
         && (len() as f64) < KEYS_PER_BIN_TO_GROW * idx.bins() as f64
         && idx.raise_link_soft()

@@ -14,6 +14,7 @@
 //! whenever its class is read, and its class is read once, so it is yielded
 //! exactly once; a key added or removed meanwhile may or may not be.
 
+use crate::plant::{planted, Plant};
 use crate::protocol::{settle, validate};
 use crate::raw::header::SlotState;
 use crate::raw::index::Index;
@@ -134,11 +135,7 @@ fn push_next<'i>(idx: &'i Index, b: usize, class: Class, work: &mut Vec<(&'i Ind
             // Planted bug (scripts/planted-bugs.sh): follow every child with
             // the class unchanged, so a class merged by a shrink and split
             // by a grow is read once per path.
-            let c = if cfg!(dlht_plant = "iter_class_reuse") {
-                Some(class)
-            } else {
-                class.and(Class::of(next, nb))
-            };
+            let c = if planted(Plant::IterClassReuse) { Some(class) } else { class.and(Class::of(next, nb)) };
             if let Some(c) = c {
                 work.push((next, nb, c));
             }

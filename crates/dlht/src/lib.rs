@@ -349,6 +349,7 @@ mod iter;
 mod local;
 mod map;
 mod persist;
+mod plant;
 mod protocol;
 mod raw;
 mod reclaim;

@@ -54,6 +54,7 @@
 //! (`map/len.rs`), which reclamation never reads.
 
 use crate::count::{CountShare, LenShare};
+use crate::plant::{planted, Plant};
 use crate::raw::index::Index;
 use crate::sync::{compiler_fence, fence, AtomicU64, AtomicUsize, Mutex, Ordering};
 
@@ -258,12 +259,13 @@ impl Reclaim {
             // would free that index under us. Acquire orders the load of
             // `current` after it, so the index we load is at least as new
             // as the generation we announce. (Free on x86-64.)
-            #[cfg(not(dlht_plant = "generation_relaxed"))]
-            let g = generation.load(Ordering::Acquire);
             // Planted bug (scripts/planted-bugs.sh): the Relaxed load this
             // code once had.
-            #[cfg(dlht_plant = "generation_relaxed")]
-            let g = generation.load(Ordering::Relaxed);
+            let g = if planted(Plant::GenerationRelaxed) {
+                generation.load(Ordering::Relaxed)
+            } else {
+                generation.load(Ordering::Acquire)
+            };
             self.announce(record, g);
             announced = g;
         }
@@ -306,12 +308,13 @@ impl Reclaim {
             compiler_fence(Ordering::SeqCst);
         } else {
             // SeqCst: the store half of the leave/scan Dekker pair.
-            #[cfg(not(dlht_plant = "leave_relaxed"))]
-            record.announced.store(0, Ordering::SeqCst);
             // Planted bug (scripts/planted-bugs.sh): a Relaxed leave lets a
             // scan that sees 0 free the index before the reads made inside.
-            #[cfg(dlht_plant = "leave_relaxed")]
-            record.announced.store(0, Ordering::Relaxed);
+            if planted(Plant::LeaveRelaxed) {
+                record.announced.store(0, Ordering::Relaxed);
+            } else {
+                record.announced.store(0, Ordering::SeqCst);
+            }
         }
         // SeqCst: the load half of that pair (a plain load on x86-64).
         let newest = self.newest_retired.load(Ordering::SeqCst);
@@ -705,8 +708,9 @@ mod records {
             // Planted bug (scripts/planted-bugs.sh): keep using a record
             // after giving it up, as the `thread_local` crate's ids let
             // the old cache do.
-            #[cfg(not(dlht_plant = "record_reuse_by_id"))]
-            LAST.with(|l| l.set((0, core::ptr::null())));
+            if !crate::plant::planted(crate::plant::Plant::RecordReuseById) {
+                LAST.with(|l| l.set((0, core::ptr::null())));
+            }
             for (_, (_registry, node)) in self.held.get_mut().drain() {
                 // SAFETY: `_registry` keeps the node alive.
                 let node = unsafe { &*node };

@@ -28,6 +28,8 @@ use super::Guard;
 use crate::error::Error;
 #[cfg(not(loom))]
 use crate::persist::heap::Heap;
+#[cfg(not(loom))]
+use crate::plant::{planted, Plant};
 #[cfg(loom)]
 pub(crate) enum Heap {}
 #[cfg(loom)]
@@ -271,7 +273,7 @@ fn sealed<E: Element>(h: &Heap, kw: u64, vw: ValueWord, verify: bool) -> bool {
     let Some(shape) = vw.try_shape() else { return false };
     // Planted bug (scripts/planted-bugs.sh): check the block's bounds and
     // state, not its seal.
-    if cfg!(dlht_plant = "seal_unchecked") {
+    if planted(Plant::SealUnchecked) {
         return h.block_bytes(vw.addr()).is_some();
     }
     let addr = vw.addr();

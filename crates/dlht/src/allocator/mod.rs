@@ -37,6 +37,7 @@ use crate::compute::{self, Computed, Op};
 use crate::driver::or_panic;
 use crate::error::Error;
 use crate::hash::{DefaultHashBuilder, SignatureMix};
+use crate::plant::{planted, Plant};
 use core::borrow::Borrow;
 use core::fmt;
 use core::hash::{BuildHasher, Hash};
@@ -986,7 +987,7 @@ where
         let ns = self.ns;
         move |e| {
             // Planted bug (scripts/planted-bugs.sh): trust the signature.
-            let trust = cfg!(dlht_plant = "trust_signature");
+            let trust = planted(Plant::TrustSignature);
             // SAFETY: read under a guard (the index's contract).
             e.namespace() == ns && (trust || unsafe { node::<K, V>(e) }.key.borrow() == key)
         }
@@ -1282,7 +1283,7 @@ where
         loop {
             // Planted bug (scripts/planted-bugs.sh): replace whatever is
             // there, not only the value `f` read (lost updates).
-            let unchanged = |there: &V| cfg!(dlht_plant = "update_blind") || core::ptr::eq(there, cur);
+            let unchanged = |there: &V| planted(Plant::UpdateBlind) || core::ptr::eq(there, cur);
             match self.replace_if(key, f(cur), guard, unchanged)? {
                 Ok((_, new)) => return Ok(Some(new)),
                 // Changed by another thread since `cur` was read: our value
@@ -1367,7 +1368,7 @@ where
     fn replace(&mut self, current: &'m V, value: V) -> Result<Result<(&'m V, &'m V), Option<&'m V>>, Error> {
         // Planted bug (scripts/planted-bugs.sh): replace whatever is there,
         // not only the value the closure judged (lost updates).
-        let judged = |there: &V| cfg!(dlht_plant = "compute_blind") || core::ptr::eq(there, current);
+        let judged = |there: &V| planted(Plant::ComputeBlind) || core::ptr::eq(there, current);
         let r = self.ns.replace_if(self.key(), value, self.guard, judged)?;
         Ok(r.map_err(|(_, now)| now))
     }

@@ -25,6 +25,7 @@
 //! through `Guard::protect`, which the index's validated slot reads are
 //! not (docs/DESIGN.md, "Allocator mode").
 
+use crate::plant::{planted, Plant};
 use crate::sync::{compiler_fence, fence, AtomicUsize, Mutex, Ordering};
 use std::collections::BTreeSet;
 
@@ -102,7 +103,7 @@ impl Registry {
     #[inline]
     pub(crate) fn retire(&self, h: Held) -> Option<Held> {
         // Planted bug (scripts/planted-bugs.sh): ignore owned guards.
-        if cfg!(dlht_plant = "owned_no_hold") {
+        if planted(Plant::OwnedNoHold) {
             return Some(h);
         }
         self.light_barrier();
@@ -121,11 +122,8 @@ impl Registry {
         let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
         // Planted bug (scripts/planted-bugs.sh): read "no guard alive" as
         // "held", and keep the element forever.
-        #[cfg(dlht_plant = "owned_hold_none")]
-        let newest = *s.alive.last()?;
-        #[cfg(not(dlht_plant = "owned_hold_none"))]
         let Some(&newest) = s.alive.last() else {
-            return Some(h);
+            return if planted(Plant::OwnedHoldNone) { None } else { Some(h) };
         };
         s.held.push((newest, h));
         None

@@ -36,6 +36,7 @@ pub use traits::LocalIter;
 use crate::driver::{self, Front, KeyValue, Runner, DEFAULT_BINS};
 use crate::error::Error;
 use crate::hash::DefaultHashBuilder;
+use crate::plant::{planted, Plant};
 use crate::protocol::transfer::{transfer_bin, transfer_target, MAX_SHRINK_FACTOR};
 use crate::protocol::Step;
 use crate::raw::index::{BinRef, Index, MIN_BINS};
@@ -182,8 +183,7 @@ impl<K: Inline, V: Inline, S: BuildHasher> LocalMap<K, V, S> {
         // SAFETY: `old_ptr` came from Box::into_raw (in `build` or here) and
         // is no longer the current index, so this is its only owner.
         let old = unsafe { Box::from_raw(old_ptr) };
-        #[cfg(not(dlht_plant = "local_free_nested"))]
-        if self.depth.get() > 0 {
+        if self.depth.get() > 0 && !planted(Plant::LocalFreeNested) {
             self.retired.borrow_mut().push(old);
             return;
         }

@@ -127,7 +127,7 @@ mod loom_model {
     /// frees the old one (symmetric protocol: loom cannot model membarrier).
     /// The index's loom liveness cell reports a free not ordered after the
     /// reader's access; it fails if leaving stores 0 with Relaxed
-    /// (`--cfg dlht_plant="leave_relaxed"`), since the reads made inside
+    /// (`DLHT_PLANT=leave_relaxed`), since the reads made inside
     /// then need not happen before the free.
     #[test]
     fn an_index_is_never_freed_under_a_reader() {
@@ -140,7 +140,7 @@ mod loom_model {
 
     /// The invariant the scan relies on: a thread never announces a
     /// generation newer than the index it then loads. With the generation
-    /// loaded Relaxed (`--cfg dlht_plant="generation_relaxed"`, the code
+    /// loaded Relaxed (`DLHT_PLANT=generation_relaxed`, the code
     /// once had) the asymmetric protocol's announcement, a plain
     /// store, orders nothing: the reader can see generation 2 and still
     /// load index 1, and a scan would free index 1 under it. (In the

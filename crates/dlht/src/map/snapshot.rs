@@ -15,6 +15,7 @@ use super::Map;
 use crate::driver::Front;
 #[cfg(not(loom))]
 use crate::persist::snapshot_log::SnapshotLog;
+use crate::plant::{planted, Plant};
 #[cfg(not(loom))]
 use crate::protocol::freeze::freeze_noting;
 use crate::protocol::freeze::{freeze, thaw, Killed};
@@ -82,11 +83,11 @@ impl<K: Inline, V: Inline, S: BuildHasher> Map<K, V, S> {
             freeze(&idx.bin(b), &mut killed);
             // Planted bug (scripts/planted-bugs.sh): thaw each bin at once,
             // so the bins are read at different instants.
-            if cfg!(dlht_plant = "snapshot_thaw_early") {
+            if planted(Plant::SnapshotThawEarly) {
                 thaw(&idx.bin(b), &killed[from..]);
             }
         }
-        if cfg!(dlht_plant = "snapshot_thaw_early") {
+        if planted(Plant::SnapshotThawEarly) {
             resize::release_snapshot(idx);
             return Ok(killed.into_iter().map(|(_, _, k, v)| (K::from_word(k), V::from_word(v))).collect());
         }

@@ -4,6 +4,8 @@
 use crate::error::Error;
 #[cfg(not(loom))]
 use crate::persist::{cell::CellScope, layout::ThreadCell, MapFile};
+#[cfg(not(loom))]
+use crate::plant::{planted, Plant};
 use crate::raw::index::Index;
 use crate::raw::markers::Markers;
 use crate::reclaim::{Guard, Reclaim};
@@ -199,8 +201,9 @@ impl Core {
             // `next` under way, which goes on: correct, if wasted.)
             // Planted bug (scripts/planted-bugs.sh): delete it when it is
             // dropped, after publication, as before.
-            #[cfg(not(dlht_plant = "fallback_file_late"))]
-            if let Some(f) = fallback.filter(|_| !fell_back).and_then(Index::file) {
+            if let Some(f) =
+                fallback.filter(|_| !fell_back && !planted(Plant::FallbackFileLate)).and_then(Index::file)
+            {
                 f.remove_now();
             }
             crate::persist::crash::at(crate::persist::crash::CrashPoint::ResizePublished);

@@ -45,6 +45,7 @@
 use super::files::{self, io, Pages};
 use super::layout::{HeaderCrc, ENDIAN_CHECK, PAGE};
 use crate::error::Error;
+use crate::plant::{planted, Plant};
 use crossbeam_utils::CachePadded;
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -608,7 +609,7 @@ impl Heap {
         }
         // Planted bug (scripts/planted-bugs.sh): forget the bump pointer, as
         // if it were kept in memory only; new slabs then overwrite old ones.
-        if cfg!(dlht_plant = "heap_bump_reset") {
+        if planted(Plant::HeapBumpReset) {
             h.next_slab.store(1, Ordering::Relaxed);
         }
         // The pre-pass scans the slabs handed out before this open (it and
@@ -623,7 +624,7 @@ impl Heap {
         heap.incarnation.store(inc, Ordering::Relaxed);
         // Planted bug (scripts/planted-bugs.sh): trust every mark after a
         // crash, as before the bound was kept.
-        let crashed = crashed && !cfg!(dlht_plant = "heap_trusts_marks_after_crash");
+        let crashed = crashed && !planted(Plant::HeapTrustsMarksAfterCrash);
         // (Clamped: a damaged bound above the incarnation would only leave
         // later marks to the sweep, but never needs to.)
         let suspect = h.suspect_below.load(Ordering::Relaxed).max(if crashed { inc } else { 0 }).min(inc);
@@ -1171,7 +1172,7 @@ impl Heap {
     pub fn mark(&self, payload: usize) -> bool {
         // Planted bug (scripts/planted-bugs.sh): mark nothing, so the sweep
         // frees blocks the index still reaches.
-        if cfg!(dlht_plant = "heap_no_mark") {
+        if planted(Plant::HeapNoMark) {
             return false;
         }
         if !self.holds(payload) {

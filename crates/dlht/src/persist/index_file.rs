@@ -4,6 +4,7 @@
 use super::files::{self, Mapping};
 use super::layout::{HeaderCrc, IndexHeader, Stamp, ENDIAN_CHECK, INDEX_MAGIC, LAYOUT_VERSION, PAGE};
 use crate::error::Error;
+use crate::plant::{planted, Plant};
 use crate::sync::unmodelled::AtomicBool;
 use crate::sync::Ordering;
 use std::fs::File;
@@ -181,7 +182,7 @@ impl FileSet {
             let mut indexes: Vec<_> = listed().into_iter().filter(|(g, _)| *g != HEAP_RANK).collect();
             indexes.sort_by_key(|(g, _)| core::cmp::Reverse(*g));
             // Planted bug (scripts/planted-bugs.sh): the indexes oldest first.
-            if cfg!(dlht_plant = "sync_oldest_first") {
+            if planted(Plant::SyncOldestFirst) {
                 indexes.reverse();
             }
             for (_, f) in &indexes {

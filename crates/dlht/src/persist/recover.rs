@@ -17,6 +17,7 @@
 
 use super::cell::CellScope;
 use super::layout::{Intent, IntentKind, Moving, ShadowCell, ThreadCell};
+use crate::plant::{planted, Plant};
 use crate::protocol::transfer::{place_moving, resume_bin, resume_target};
 use crate::raw::header::{SlotState, SLOTS_PER_BIN};
 use crate::raw::index::Index;
@@ -85,15 +86,14 @@ pub fn run(
                 let _scope = CellScope::enter(cell);
                 r.bins_visited += 1;
                 // Planted bug (scripts/planted-bugs.sh): see below.
-                let records = if cfg!(dlht_plant = "recover_no_moving") { Vec::new() } else { records };
+                let records = if planted(Plant::RecoverNoMoving) { Vec::new() } else { records };
                 resume_target::<Shared>(current, t, next, fallback, hash, &records);
                 r.transfers_finished += 1;
             }
         } else {
             // Planted bug (scripts/planted-bugs.sh): forget the pairs whose
             // kill landed before the dead thread placed them.
-            #[cfg(not(dlht_plant = "recover_no_moving"))]
-            for (cell, _) in transfers() {
+            for (cell, _) in transfers().filter(|_| !planted(Plant::RecoverNoMoving)) {
                 if let Some((b, i, state, pair)) = moving(cell) {
                     place_moving::<Shared>(current, b, next, hash, (i, state, pair));
                 }
@@ -116,7 +116,7 @@ pub fn run(
         let w = c.hash.load(Ordering::Relaxed);
         // Planted bug (scripts/planted-bugs.sh): forget the shadow inserts
         // held when the process died.
-        if w == 0 || cfg!(dlht_plant = "recover_no_shadows") {
+        if w == 0 || planted(Plant::RecoverNoShadows) {
             continue;
         }
         let hash = ShadowCell::untag(w);
@@ -138,7 +138,7 @@ pub fn run(
         r.bins_visited += 1;
         // Planted bug (scripts/planted-bugs.sh): leave what dead operations
         // left in their bins.
-        if cfg!(dlht_plant = "recover_no_clean") {
+        if planted(Plant::RecoverNoClean) {
             continue;
         }
         clean(idx, b, &mut r);

@@ -18,6 +18,7 @@
 //! claimed a slot keeps it (its CAS2 retries after the thaw), a remove that
 //! had killed its key frees the slot after the thaw (`release_slot` waits).
 
+use crate::plant::{planted, Plant};
 use crate::raw::header::{BinState, SlotState};
 use crate::raw::index::BinRef;
 use crate::raw::threading::Threading;
@@ -70,14 +71,14 @@ pub fn freeze_noting<T: Threading>(bin: &BinRef<'_, T>, out: &mut Vec<Killed>, n
             }
             // Planted bug (scripts/planted-bugs.sh): record without killing,
             // so a put that read the slot before the freeze still lands.
-            if cfg!(dlht_plant = "freeze_no_kill") {
+            if planted(Plant::FreezeNoKill) {
                 out.push((bin.bin as u32, i as u8, cur.0, cur.1));
                 break;
             }
             note((bin.bin as u32, i as u8, cur.0, cur.1));
             // Planted bug (scripts/planted-bugs.sh): kill as a remove does,
             // so a persistent map's recovery cannot tell the freeze's kill.
-            let killed = if cfg!(dlht_plant = "freeze_kills_dead") { (dead, cur.1) } else { (moved, cur.0) };
+            let killed = if planted(Plant::FreezeKillsDead) { (dead, cur.1) } else { (moved, cur.0) };
             match bin.dwcas(slot, cur, killed) {
                 Ok(()) => {
                     out.push((bin.bin as u32, i as u8, cur.0, cur.1)); // F2

@@ -10,6 +10,7 @@
 //! of the same key, without a header change); a miss at the last slot read.
 
 use super::{find, match_primary, settle, validate, Step};
+use crate::plant::{planted, Plant};
 use crate::raw::header::{SlotState, SLOTS_PER_BIN};
 use crate::raw::index::BinRef;
 use crate::raw::link_meta::SINGLE_FIRST;
@@ -25,7 +26,7 @@ pub fn get<T: Threading>(bin: &BinRef<'_, T>, key: u64) -> Step<Option<u64>> {
         }
         let found = find(bin, h, key).map(|(_, value)| value); // G3
                                                                // Planted bug (scripts/planted-bugs.sh): skip the seqlock re-check.
-        if cfg!(dlht_plant = "get_no_validate") || validate(bin, h) {
+        if planted(Plant::GetNoValidate) || validate(bin, h) {
             return Step::Done(found); // G4
         }
     }
@@ -51,5 +52,5 @@ pub fn probe_primary<T: Threading>(bin: &BinRef<'_, T>, key: u64) -> Option<Opti
         None => return None, // the key may be in a link bucket
     };
     // Planted bug (scripts/planted-bugs.sh): as in `get`.
-    (cfg!(dlht_plant = "get_no_validate") || validate(bin, h)).then_some(found) // G4
+    (planted(Plant::GetNoValidate) || validate(bin, h)).then_some(found) // G4
 }

@@ -31,6 +31,7 @@
 
 use super::{link_needed, release_slot, scan, settle, validate, wait_pending, Scan, Step};
 use crate::persist::crash::{self, CrashPoint};
+use crate::plant::{planted, Plant};
 use crate::raw::header::SlotState;
 use crate::raw::index::{BinRef, Claimant};
 use crate::raw::threading::Threading;
@@ -130,8 +131,7 @@ pub fn insert_as<T: Threading>(bin: &BinRef<'_, T>, key: u64, value: u64, mode: 
             }
             // Planted bug (scripts/planted-bugs.sh): retry CAS2 blindly,
             // without searching for the same key inserted meanwhile (hazard 3).
-            #[cfg(dlht_plant = "insert_no_rescan")]
-            if cur.is_no_transfer() {
+            if planted(Plant::InsertNoRescan) && cur.is_no_transfer() {
                 continue;
             }
             if settle(bin, &mut cur) {

@@ -25,6 +25,7 @@ pub mod remove;
 pub mod shadow;
 pub mod transfer;
 
+use crate::plant::{planted, Plant};
 use crate::raw::header::SLOTS_PER_BIN;
 use crate::raw::header::{BinState, Header, SlotMask, SlotState};
 use crate::raw::index::BinRef;
@@ -83,8 +84,7 @@ pub fn scan<T: Threading>(bin: &BinRef<'_, T>, h: Header, key: u64) -> Scan {
             let marker = k;
             let inserting = slot.load_value();
             // Planted bug (scripts/planted-bugs.sh): no key re-read.
-            #[cfg(not(dlht_plant = "scan_no_reread"))]
-            {
+            if !planted(Plant::ScanNoReread) {
                 k = slot.load_key();
             }
             if k == marker {
@@ -260,7 +260,7 @@ fn settle_transfer<T: Threading>(bin: &BinRef<'_, T>, h: &mut Header) -> bool {
             }
             _ => {
                 // Planted bug (scripts/planted-bugs.sh): trust the state.
-                if cfg!(dlht_plant = "settle_trusts_damage") {
+                if planted(Plant::SettleTrustsDamage) {
                     backoff(&mut spins);
                     *h = bin.header();
                     if h.bin_state() == BinState::DoneTransfer {

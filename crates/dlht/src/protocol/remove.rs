@@ -16,6 +16,7 @@
 use super::put::Change;
 use super::{locate, release_slot, Located, Step};
 use crate::persist::crash::{self, CrashPoint};
+use crate::plant::{planted, Plant};
 use crate::raw::header::SlotState;
 use crate::raw::index::BinRef;
 use crate::raw::threading::Threading;
@@ -58,8 +59,7 @@ pub fn remove_if<T: Threading>(
         }
         // Planted bug (scripts/planted-bugs.sh): the paper's literal remove,
         // a header CAS only, which hazard 1 shows a put can race.
-        #[cfg(dlht_plant = "remove_header_only")]
-        {
+        if planted(Plant::RemoveHeaderOnly) {
             let Located::Found { h, .. } = found else { unreachable!() };
             if bin.cas_header(h, h.with_slot(slot_i, SlotState::Invalid)).is_ok() {
                 return Step::Done(Change::Changed(old));

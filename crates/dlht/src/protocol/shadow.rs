@@ -26,6 +26,7 @@
 //! CAS the header Shadow → Invalid.
 
 use super::{settle, validate, Step};
+use crate::plant::{planted, Plant};
 use crate::raw::header::{Header, SlotState};
 use crate::raw::index::BinRef;
 use crate::raw::threading::Threading;
@@ -62,7 +63,7 @@ fn find_shadow<T: Threading>(
         Seek::Commit => h.slots_in(SlotState::Shadow).or(h.slots_in(SlotState::Valid)),
         // Planted bug (scripts/planted-bugs.sh): an abort that also takes
         // a Valid slot, so a torn match frees another key's slot.
-        Seek::Abort if cfg!(dlht_plant = "abort_takes_valid") => {
+        Seek::Abort if planted(Plant::AbortTakesValid) => {
             h.slots_in(SlotState::Shadow).or(h.slots_in(SlotState::Valid))
         }
         Seek::Abort => h.slots_in(SlotState::Shadow),
@@ -122,7 +123,7 @@ pub fn abort<T: Threading>(bin: &BinRef<'_, T>, key: u64) -> Step<()> {
             return Step::Moved;
         };
         debug_assert!(
-            state == SlotState::Shadow || cfg!(dlht_plant = "abort_takes_valid"),
+            state == SlotState::Shadow || planted(Plant::AbortTakesValid),
             "dlht invariant: aborting a committed shadow insert"
         );
         if bin.cas_header(h, h.with_slot(i, SlotState::Invalid)).is_ok() {

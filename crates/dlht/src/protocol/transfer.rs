@@ -18,6 +18,7 @@
 use super::link_needed;
 use crate::persist::cell::{note_moving, note_transfer};
 use crate::persist::crash::{self, CrashPoint};
+use crate::plant::{planted, Plant};
 use crate::raw::header::{BinState, Header, SlotState, SLOTS_PER_BIN};
 use crate::raw::index::{BinRef, Claimant, Index};
 use crate::raw::threading::Threading;
@@ -58,7 +59,7 @@ fn transfer_bin_inner<T: Threading>(old: &Index, b: usize, new: &Index, hash: &d
     let bin = old.bin_as::<T>(b);
     // Planted bug (scripts/planted-bugs.sh): transfer while a sync writes
     // the files (finding F7).
-    let _gate = if cfg!(dlht_plant = "transfer_during_sync") { None } else { old.transfer_gate() };
+    let _gate = if planted(Plant::TransferDuringSync) { None } else { old.transfer_gate() };
     note_transfer(old.generation, b);
     let h = match claim(&bin) {
         Claim::Won(h) => {
@@ -73,9 +74,7 @@ fn transfer_bin_inner<T: Threading>(old: &Index, b: usize, new: &Index, hash: &d
             let mut spins = 0;
             // Planted bug (scripts/planted-bugs.sh): count the bin done
             // while its copy is still being written.
-            while bin.header().bin_state() != BinState::DoneTransfer
-                && !cfg!(dlht_plant = "chunk_skips_busy_bin")
-            {
+            while bin.header().bin_state() != BinState::DoneTransfer && !planted(Plant::ChunkSkipsBusyBin) {
                 backoff(&mut spins);
             }
             return 0;
@@ -83,7 +82,7 @@ fn transfer_bin_inner<T: Threading>(old: &Index, b: usize, new: &Index, hash: &d
     };
     // Planted bug (scripts/planted-bugs.sh): keep what a power loss left
     // in the targets.
-    if new.empties_targets() && new.bins() > old.bins() && !cfg!(dlht_plant = "targets_kept") {
+    if new.empties_targets() && new.bins() > old.bins() && !planted(Plant::TargetsKept) {
         empty_targets::<T>(old, b, new);
     }
     let copied = copy_out(&bin, h, new, hash);
@@ -282,7 +281,7 @@ fn merge<T: Threading>(
         copied += copy_out(&old.bin_as::<T>(s), h, dest, hash); // S2
                                                                 // Planted bug (scripts/planted-bugs.sh): finish each source as soon
                                                                 // as it is copied, so an operation can reach a half-filled target.
-        if cfg!(dlht_plant = "shrink_finish_each") {
+        if planted(Plant::ShrinkFinishEach) {
             finish(&old.bin_as::<T>(s), h);
         }
     }
@@ -293,7 +292,7 @@ fn merge<T: Threading>(
             .store_owned(Header::default().with_bin_state(BinState::DoneTransfer));
     }
     for &(s, h) in claimed {
-        if !cfg!(dlht_plant = "shrink_finish_each") {
+        if !planted(Plant::ShrinkFinishEach) {
             finish(&old.bin_as::<T>(s), h); // S3
         }
     }
@@ -366,7 +365,7 @@ fn copy_out<T: Threading>(bin: &BinRef<'_, T>, h: Header, dest: &Index, hash: &d
         // Planted bug (scripts/planted-bugs.sh): drop a shadow insert caught
         // between its commit's header flip and its publication, as a plain
         // pending insert is dropped.
-        if cfg!(dlht_plant = "shadow_dropped") && w.0 == shadow && state == SlotState::Valid {
+        if planted(Plant::ShadowDropped) && w.0 == shadow && state == SlotState::Valid {
             return;
         }
         let (key, state) = match w.0 {
@@ -390,8 +389,7 @@ fn copy_out<T: Threading>(bin: &BinRef<'_, T>, h: Header, dest: &Index, hash: &d
             }
             // Planted bug (scripts/planted-bugs.sh): copy without a transfer
             // key, so a racing put can still succeed in the old bin.
-            #[cfg(dlht_plant = "transfer_keeps_key")]
-            if cur.0 != pending && cur.0 != shadow {
+            if planted(Plant::TransferKeepsKey) && cur.0 != pending && cur.0 != shadow {
                 copy(cur, h.slot(i));
                 break;
             }
@@ -404,7 +402,7 @@ fn copy_out<T: Threading>(bin: &BinRef<'_, T>, h: Header, dest: &Index, hash: &d
                 note_moving(bin.bin, i, h.slot(i) as u8, cur);
                 // Planted bug (scripts/planted-bugs.sh): kill as a remove
                 // does, so recovery cannot tell the move from a remove.
-                if cfg!(dlht_plant = "transfer_kills_dead") {
+                if planted(Plant::TransferKillsDead) {
                     (dead, cur.1)
                 } else {
                     (moved, if cur.0 == shadow { cur.1 } else { cur.0 })

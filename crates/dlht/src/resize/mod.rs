@@ -47,6 +47,7 @@ mod finisher;
 
 use crate::error::Error;
 use crate::map::state::Core;
+use crate::plant::{planted, Plant};
 use crate::protocol::transfer::{transfer_bin, transfer_own_bin, transfer_target, MAX_SHRINK_FACTOR};
 use crate::raw::index::{Index, ResizeState, MAX_BINS, MIN_BINS};
 use crate::raw::threading::Shared;
@@ -516,8 +517,8 @@ fn help(core: &Core, idx: &Index, hash: &dyn Fn(u64) -> u64, budget: Budget) {
             tests::after_publish();
             // Planted bug (scripts/planted-bugs.sh): judge the fallback
             // after publishing, when an ordinary grow may have been attached.
-            #[cfg(dlht_plant = "fallback_judged_late")]
-            let fell_back = next.next_index().is_some();
+            let fell_back =
+                if planted(Plant::FallbackJudgedLate) { next.next_index().is_some() } else { fell_back };
             if fell_back {
                 // A shrink fell back: grow into the fallback now, so no
                 // operation ends with a resize half done.
@@ -527,8 +528,8 @@ fn help(core: &Core, idx: &Index, hash: &dyn Fn(u64) -> u64, budget: Budget) {
                 // `shrink`; no transfer can reach it any more.
                 // (A persistent map's file of it was deleted at publication.)
                 let fallback = unsafe { Box::from_raw(fallback) };
-                #[cfg(all(dlht_plant = "fallback_file_late", not(loom)))]
-                if let Some(f) = fallback.file() {
+                #[cfg(not(loom))]
+                if let Some(f) = fallback.file().filter(|_| planted(Plant::FallbackFileLate)) {
                     f.retire();
                 }
                 drop(fallback);
