@@ -337,7 +337,7 @@ fn storm_value(i: usize, round: usize) -> Vec<u8> {
     v
 }
 
-/// `DLHT_STORM_MB` (default 8) sets `-m`: the README's resident-memory
+/// `DLHT_STORM_MB` (default 8) sets `-m`: the server guide's (docs/SERVER-GUIDE.md) resident-memory
 /// figures come from runs at 64 and 256.
 #[test]
 fn a_set_storm_past_the_memory_limit() {
@@ -403,7 +403,7 @@ fn a_set_storm_past_the_memory_limit() {
     }
     eprintln!("set storm: {hits} of {keys} keys still there");
     assert!(hits > 0);
-    // Measured (README): the limit plus 6–7% plus a few MiB (glibc's
+    // Measured (docs/SERVER-GUIDE.md): the limit plus 6–7% plus a few MiB (glibc's
     // arenas and epoch-deferred frees are not counted against -m).
     assert!(rss < limit + limit / 10 + (64 << 20), "server RSS {rss} bytes");
     assert!(server.alive());

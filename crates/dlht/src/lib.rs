@@ -429,3 +429,8 @@ pub mod internals {
 #[cfg(doctest)]
 #[doc = include_str!("../../../README.md")]
 pub struct ReadmeDoctests;
+
+/// The persistent maps' guide, whose examples run as doctests too.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/PERSISTENCE.md")]
+pub struct PersistenceDoctests;
