@@ -31,9 +31,9 @@ if [ "${#need[@]}" -gt 0 ]; then
   fi
 fi
 
-# The library's layout: a lower room never imports a higher one.
-step "import loops between the library's files"
-python3 scripts/import-loops.py crates/dlht/src
+# Each crate's layout: a lower room never imports a higher one.
+step "import loops between the files of each crate"
+for src in crates/*/src; do python3 scripts/import-loops.py "$src"; done
 
 # The release builds below use cargo's own release settings (no LTO, 16
 # codegen units): the build a crate that depends on dlht gets, since a
