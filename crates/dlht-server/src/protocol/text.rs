@@ -14,24 +14,19 @@
 //! It does not speak memcached's binary protocol: see
 //! [`BINARY_REQUEST_MAGIC`].
 
-use std::fmt;
-
 use memchr::memchr;
 
-use super::meta::{self, MetaCommand};
+use super::command::{data_block, error, swallow};
+use super::meta;
 use super::num::{safe_strtol, safe_strtoul, safe_strtoull};
 use super::reply;
+use super::tokens::Line;
 
-/// memcached's `KEY_MAX_LENGTH`: longer keys get "CLIENT_ERROR bad command
-/// line format".
-pub const KEY_MAX_LENGTH: usize = 250;
-
-/// memcached's fixed line limit: a line without "\n" in its first 2048 bytes
-/// closes the connection, unless it is a `get`/`gets` (see [`Limits`]).
-pub const DEFAULT_MAX_LINE: usize = 2048;
-
-/// memcached's default `-I`: 1 MiB per item, header and key included.
-pub const DEFAULT_MAX_ITEM_SIZE: usize = 1024 * 1024;
+// The parser's types and limits, defined in the modules below it, stay
+// reachable here, with the entry point.
+pub use super::command::{Command, Parsed, ShutdownMode, StoreOp};
+pub use super::limits::{Limits, DEFAULT_MAX_ITEM_SIZE, DEFAULT_MAX_LINE, KEY_MAX_LENGTH};
+pub use super::tokens::{Keys, Tokens};
 
 /// The first byte of every binary-protocol request.
 ///
@@ -42,348 +37,6 @@ pub const DEFAULT_MAX_ITEM_SIZE: usize = 1024 * 1024;
 /// (`"\x80\r\n"` → "ERROR\r\n"). A server that wants to refuse binary
 /// clients can check the first byte of a connection against this and close.
 pub const BINARY_REQUEST_MAGIC: u8 = 0x80;
-
-/// memcached's `MAX_TOKENS`: the tokenizer fills at most 23 tokens plus a
-/// terminal one; commands count the terminal one in their token limits.
-pub(crate) const MAX_TOKENS: usize = 24;
-
-/// `sizeof(item)` in memcached 1.6.18 on x86_64 (found at the boundary with
-/// the binary: see [`Limits::item_fits`]).
-const ITEM_HEADER_SIZE: usize = 48;
-/// The CAS value memcached stores in each item (unless started with `-C`).
-const ITEM_CAS_SIZE: usize = 8;
-
-/// The limits the parser enforces, as memcached does.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Limits {
-    /// memcached's `-I` (default [`DEFAULT_MAX_ITEM_SIZE`]): values whose item
-    /// would be larger are refused with "SERVER_ERROR object too large for
-    /// cache" and their data swallowed (see [`Limits::item_fits`]).
-    pub max_item_size: usize,
-    /// The longest line, without its "\n" (default [`DEFAULT_MAX_LINE`]).
-    ///
-    /// memcached closes a connection whose read buffer holds more than 2048
-    /// bytes and no "\n", without a reply, unless the buffer starts with at
-    /// most 100 spaces and then "get " or "gets ": multi-gets are unbounded.
-    /// What memcached does thus depends on how the line was split into reads
-    /// (a 3000-byte `set` line arriving in one read is processed, the same
-    /// line arriving as 2100 + 900 bytes closes the connection). This parser
-    /// makes it deterministic: a line (other than a get/gets) with no "\n" in
-    /// its first `max_line + 1` bytes closes the connection, whatever the
-    /// reads. Lines of memcached's own commands never need that much (keys
-    /// are at most 250 bytes). `get`/`gets` lines are unbounded here too: a
-    /// server that wants to bound its buffer must do so itself.
-    pub max_line: usize,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits { max_item_size: DEFAULT_MAX_ITEM_SIZE, max_line: DEFAULT_MAX_LINE }
-    }
-}
-
-impl Limits {
-    /// Whether memcached would accept an item with this key length, client
-    /// flags and data length (without "\r\n") under `max_item_size`.
-    ///
-    /// memcached's `item_size_ok`: the item's total size is its 48-byte
-    /// header, the key and a NUL, 4 bytes of client flags unless they are 0,
-    /// the data and its "\r\n", and an 8-byte CAS. Checked against the binary
-    /// (default `-I 1m`): key "k", flags 0 accepts 1048516 data bytes and
-    /// refuses 1048517; flags 1 refuses 1048513; a 250-byte key accepts
-    /// 1048267.
-    pub fn item_fits(&self, key_len: usize, client_flags: u32, data_len: usize) -> bool {
-        let flags_size = if client_flags == 0 { 0 } else { 4 };
-        let total = ITEM_HEADER_SIZE
-            .saturating_add(key_len)
-            .saturating_add(1 + flags_size + 2 + ITEM_CAS_SIZE)
-            .saturating_add(data_len);
-        total <= self.max_item_size
-    }
-}
-
-/// Result of parsing the front of a connection's input buffer.
-#[derive(Clone, PartialEq, Eq)]
-pub enum Parsed<'a> {
-    /// Not a complete command yet: wait for more bytes. (A line over
-    /// [`Limits::max_line`] is not this: it is an [`Parsed::Error`] that
-    /// closes the connection.)
-    Incomplete,
-    /// One command, and how many bytes of the buffer it used: its line and,
-    /// for storage commands, its data block and "\r\n".
-    Command { command: Command<'a>, consumed: usize },
-    /// Bad input: the exact bytes memcached replies (possibly none: errors of
-    /// `noreply` commands are suppressed, and memcached closes without a
-    /// word), how many input bytes to drop, and whether memcached then closes
-    /// the connection. When memcached swallows a data block it refused,
-    /// `consumed` includes the block (it is already in the buffer).
-    Error { reply: &'static [u8], consumed: usize, close: bool },
-    /// Like `Error` where memcached swallows a data block that has not fully
-    /// arrived yet: drop `line` bytes now, send `reply`, and discard the next
-    /// `remaining` bytes (the data block and its two trailing bytes, whatever
-    /// they are; those already in the buffer count) as they arrive.
-    ///
-    /// memcached itself sends the reply only once the block is swallowed; the
-    /// bytes on the wire are the same either way.
-    Swallow { reply: &'static [u8], line: usize, remaining: usize },
-}
-
-impl fmt::Debug for Parsed<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Parsed::Incomplete => f.write_str("Incomplete"),
-            Parsed::Command { command, consumed } => {
-                f.debug_struct("Command").field("command", command).field("consumed", consumed).finish()
-            }
-            Parsed::Error { reply, consumed, close } => f
-                .debug_struct("Error")
-                .field("reply", &reply.escape_ascii().to_string())
-                .field("consumed", consumed)
-                .field("close", close)
-                .finish(),
-            Parsed::Swallow { reply, line, remaining } => f
-                .debug_struct("Swallow")
-                .field("reply", &reply.escape_ascii().to_string())
-                .field("line", line)
-                .field("remaining", remaining)
-                .finish(),
-        }
-    }
-}
-
-/// A command of the text protocol (or a meta command), borrowing from the
-/// input buffer. Names follow memcached's `protocol.txt`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Command<'a> {
-    /// `get <key>*` (`cas: false`; also the ancient `bget`) and
-    /// `gets <key>*` (`cas: true`). There is at least one key, each at most
-    /// [`KEY_MAX_LENGTH`] bytes.
-    Get { keys: Keys<'a>, cas: bool },
-    /// `gat <exptime> <key>*` and `gats` (`cas: true`). memcached accepts no
-    /// key at all (and then replies just "END\r\n").
-    Gat { exptime: i64, keys: Keys<'a>, cas: bool },
-    /// `set`/`add`/`replace`/`append`/`prepend <key> <flags> <exptime>
-    /// <bytes> [noreply]` and `cas <key> <flags> <exptime> <bytes> <cas
-    /// unique> [noreply]`, with the data block (without its "\r\n").
-    ///
-    /// As in memcached, flags are truncated to 32 bits and exptime to a
-    /// signed 32-bit value (`"4294967297"` is 1); a negative exptime means
-    /// "already expired". `cas_unique` is 0 except for `cas`.
-    Store {
-        op: StoreOp,
-        key: &'a [u8],
-        flags: u32,
-        exptime: i64,
-        data: &'a [u8],
-        cas_unique: u64,
-        noreply: bool,
-    },
-    /// `delete <key> [0] [noreply]` (the `0` is a legacy hold time; any
-    /// other value is refused).
-    Delete { key: &'a [u8], noreply: bool },
-    /// `incr <key> <delta> [noreply]`.
-    Incr { key: &'a [u8], delta: u64, noreply: bool },
-    /// `decr <key> <delta> [noreply]`.
-    Decr { key: &'a [u8], delta: u64, noreply: bool },
-    /// `touch <key> <exptime> [noreply]`.
-    Touch { key: &'a [u8], exptime: i64, noreply: bool },
-    /// `flush_all [delay] [noreply]`. memcached treats a delay <= 0 as "now".
-    /// (memcached started with `-F` replies "CLIENT_ERROR flush_all not
-    /// allowed" to any well-formed `flush_all` line, bad delay included;
-    /// that setting is the server's to check.)
-    FlushAll { delay: i64, noreply: bool },
-    /// `version` (arguments ignored).
-    Version,
-    /// `verbosity <level> [noreply]` (memcached clamps the level).
-    Verbosity { level: u32, noreply: bool },
-    /// `quit` (arguments ignored): close once earlier replies are sent;
-    /// memcached reads nothing after it.
-    Quit,
-    /// `stats [<arg> ...]`: `arg` is the first argument (`items`, `slabs`,
-    /// `settings`, `detail`, ...), `args` all of them, `arg` included.
-    /// memcached replies "ERROR\r\n" to an unknown `arg`.
-    Stats { arg: Option<&'a [u8]>, args: Tokens<'a> },
-    /// `shutdown [graceful]`. Disabled in memcached by default (`-A` enables
-    /// it): then the reply is [`reply::SHUTDOWN_NOT_ENABLED`] whatever the
-    /// arguments.
-    Shutdown { mode: ShutdownMode },
-    /// memcached's administration commands that this parser recognises but
-    /// does not parse further: `slabs`, `lru`, `lru_crawler`, `watch`,
-    /// `cache_memlimit`, `extstore`, `refresh_certs` (their token-count
-    /// checks, which reply "ERROR", are done). `args` follow `name`.
-    Admin { name: &'a [u8], args: Tokens<'a> },
-    /// A meta command: `mg`, `ms`, `md`, `ma`, `mn`, `me`.
-    Meta(MetaCommand<'a>),
-}
-
-impl Command<'_> {
-    /// True if the command may change an item or the cache's state (what
-    /// `--durable` makes wait for the disk before its reply): storage
-    /// commands, deletes, arithmetic, touches (`gat` too), `flush_all`,
-    /// `ms`, `md`, `ma`, and an `mg` that touches (`T`), vivifies (`N`) or
-    /// may win a recache token (`R`). Reads, `stats` and the rest do not.
-    pub fn changes(&self) -> bool {
-        match self {
-            Command::Store { .. }
-            | Command::Delete { .. }
-            | Command::Incr { .. }
-            | Command::Decr { .. }
-            | Command::Touch { .. }
-            | Command::Gat { .. }
-            | Command::FlushAll { .. } => true,
-            Command::Meta(MetaCommand::Get { flags, .. }) => {
-                flags.iter().any(|f| matches!(f.flag, b'T' | b'N' | b'R'))
-            }
-            Command::Meta(
-                MetaCommand::Set { .. } | MetaCommand::Delete { .. } | MetaCommand::Arithmetic { .. },
-            ) => true,
-            Command::Meta(MetaCommand::Debug { .. } | MetaCommand::Noop) => false,
-            Command::Get { .. }
-            | Command::Version
-            | Command::Verbosity { .. }
-            | Command::Quit
-            | Command::Stats { .. }
-            | Command::Shutdown { .. }
-            | Command::Admin { .. } => false,
-        }
-    }
-}
-
-/// The storage commands of the text protocol.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum StoreOp {
-    Set,
-    Add,
-    Replace,
-    Append,
-    Prepend,
-    Cas,
-}
-
-/// What `shutdown` asked for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ShutdownMode {
-    /// `shutdown`.
-    Immediate,
-    /// `shutdown graceful`.
-    Graceful,
-    /// Anything else: memcached (with `-A`) replies
-    /// [`reply::CLIENT_ERROR_INVALID_SHUTDOWN_MODE`].
-    Invalid,
-}
-
-/// Space-separated tokens of a line, iterated without allocating.
-///
-/// Two `Tokens` are equal when they hold the same bytes.
-#[derive(Clone, PartialEq, Eq, Default)]
-pub struct Tokens<'a> {
-    rest: &'a [u8],
-}
-
-/// The keys of a `get`-family command.
-pub type Keys<'a> = Tokens<'a>;
-
-impl<'a> Tokens<'a> {
-    /// Tokens of `bytes`, split at spaces (only spaces, as memcached does).
-    pub fn new(bytes: &'a [u8]) -> Self {
-        Tokens { rest: bytes }
-    }
-
-    /// The bytes not yet iterated, spaces included.
-    pub fn as_bytes(&self) -> &'a [u8] {
-        self.rest
-    }
-
-    /// Whether no token is left.
-    pub fn is_empty(&self) -> bool {
-        self.rest.iter().all(|&b| b == b' ')
-    }
-}
-
-impl<'a> Iterator for Tokens<'a> {
-    type Item = &'a [u8];
-
-    fn next(&mut self) -> Option<&'a [u8]> {
-        let start = self.rest.iter().position(|&b| b != b' ')?;
-        let rest = self.rest.get(start..).unwrap_or_default();
-        let end = memchr(b' ', rest).unwrap_or(rest.len());
-        let (token, after) = rest.split_at(end);
-        self.rest = after;
-        Some(token)
-    }
-}
-
-impl fmt::Debug for Tokens<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_list().entries(self.clone().map(|t| t.escape_ascii().to_string())).finish()
-    }
-}
-
-/// A line split into tokens the way memcached's `tokenize_command` does:
-/// at most 23 tokens are recorded (the rest of the line stays reachable
-/// through [`Line::rest_after`]).
-pub(crate) struct Line<'a> {
-    bytes: &'a [u8],
-    spans: [(usize, usize); MAX_TOKENS - 1],
-    /// Number of tokens recorded (memcached's `ntokens` is this plus one).
-    pub(crate) n: usize,
-}
-
-impl<'a> Line<'a> {
-    fn tokenize(bytes: &'a [u8]) -> Self {
-        let mut spans = [(0, 0); MAX_TOKENS - 1];
-        let mut n = 0;
-        let mut i = 0;
-        while let Some(span) = spans.get_mut(n) {
-            while bytes.get(i) == Some(&b' ') {
-                i += 1;
-            }
-            if i >= bytes.len() {
-                break;
-            }
-            let end = bytes.get(i..).and_then(|rest| memchr(b' ', rest)).map_or(bytes.len(), |j| i + j);
-            *span = (i, end);
-            n += 1;
-            i = end;
-        }
-        Line { bytes, spans, n }
-    }
-
-    /// memcached's `ntokens`: the tokens plus the terminal (empty) one.
-    pub(crate) fn ntokens(&self) -> usize {
-        self.n + 1
-    }
-
-    /// Token `i`, or empty past the last one (memcached's terminal token).
-    pub(crate) fn token(&self, i: usize) -> &'a [u8] {
-        match self.spans.get(i) {
-            Some(&(start, end)) if i < self.n => self.bytes.get(start..end).unwrap_or_default(),
-            _ => &[],
-        }
-    }
-
-    /// The last recorded token: where memcached looks for `noreply`.
-    pub(crate) fn last(&self) -> &'a [u8] {
-        self.n.checked_sub(1).map_or(&[], |i| self.token(i))
-    }
-
-    /// The rest of the line after token `i` (all of it, past 23 tokens too).
-    pub(crate) fn rest_after(&self, i: usize) -> &'a [u8] {
-        let from = match self.spans.get(i) {
-            Some(&(_, end)) if i < self.n => end,
-            _ => self.bytes.len(),
-        };
-        self.bytes.get(from..).unwrap_or_default()
-    }
-
-    /// The rest of the line from token `i` on (empty if there is none).
-    pub(crate) fn rest_from(&self, i: usize) -> &'a [u8] {
-        match self.spans.get(i) {
-            Some(&(start, _)) if i < self.n => self.bytes.get(start..).unwrap_or_default(),
-            _ => &[],
-        }
-    }
-}
 
 /// Parses the command at the front of `buf`, a connection's unconsumed input.
 ///
@@ -463,45 +116,9 @@ fn is_multiget(buf: &[u8]) -> Option<bool> {
     }
 }
 
-/// An error reply after which the connection stays open.
-pub(crate) fn error(reply: &'static [u8], consumed: usize) -> Parsed<'static> {
-    Parsed::Error { reply, consumed, close: false }
-}
-
 /// An error reply that `noreply` suppresses.
 fn error_unless_noreply(reply: &'static [u8], noreply: bool, consumed: usize) -> Parsed<'static> {
     error(if noreply { reply::NONE } else { reply }, consumed)
-}
-
-/// memcached's `conn_swallow` of a refused data block of `total` bytes
-/// (data and "\r\n") after a line of `line_len` bytes.
-pub(crate) fn swallow(buf: &[u8], reply: &'static [u8], line_len: usize, total: usize) -> Parsed<'static> {
-    match line_len.checked_add(total) {
-        Some(end) if end <= buf.len() => error(reply, end),
-        _ => Parsed::Swallow { reply, line: line_len, remaining: total },
-    }
-}
-
-/// The data block of `len` bytes and its "\r\n" after the command line, as
-/// memcached's `complete_nread_ascii` checks it: the `len + 2` bytes are
-/// consumed whatever they are, and must end with "\r\n".
-pub(crate) fn data_block<'a>(
-    buf: &'a [u8],
-    line_len: usize,
-    len: usize,
-    bad_chunk_reply: &'static [u8],
-    command: impl FnOnce(&'a [u8]) -> Command<'a>,
-) -> Parsed<'a> {
-    let Some(end) = line_len.checked_add(len).and_then(|e| e.checked_add(2)) else {
-        return Parsed::Incomplete;
-    };
-    let Some(block) = buf.get(line_len..end) else {
-        return Parsed::Incomplete;
-    };
-    match (block.get(..len), block.get(len..)) {
-        (Some(data), Some(b"\r\n")) => Parsed::Command { command: command(data), consumed: end },
-        _ => error(bad_chunk_reply, end),
-    }
 }
 
 /// memcached's `process_command_ascii`: dispatch on the command name, with
@@ -792,6 +409,7 @@ pub(crate) mod testing {
 mod tests {
     use super::testing::{cmd, err, trace, trace_with};
     use super::*;
+    use crate::protocol::command::MetaCommand;
     use crate::protocol::reply::*;
 
     fn close(consumed: usize) -> Parsed<'static> {
