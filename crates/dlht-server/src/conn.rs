@@ -13,7 +13,7 @@ use mio::Interest;
 use crate::auth::{self, AuthFile, Login};
 use crate::protocol::reply;
 use crate::protocol::text::{parse, Limits, Parsed, BINARY_REQUEST_MAGIC};
-use crate::store::{Outcome, Store};
+use crate::store::{Outcome, Progress, Store};
 
 /// Commands of a pipeline parsed ahead and prefetched together.
 const PIPELINE: usize = 16;
@@ -54,6 +54,10 @@ pub struct Conn {
     closing: bool,
     /// Parsing stopped at [`MAX_PENDING_OUTPUT`] with input left to parse.
     backlogged: bool,
+    /// Where the multi-key get at the front of `input` stopped at
+    /// [`MAX_PENDING_OUTPUT`] (bytes of its key list answered; 0 when none
+    /// did): the rest of its reply is built as the client reads.
+    resume_at: usize,
     /// The interest the stream is registered with.
     interest: Interest,
     /// The users, while the connection has still to log in (`-Y`).
@@ -83,6 +87,7 @@ impl Conn {
             swallow: 0,
             closing: false,
             backlogged: false,
+            resume_at: 0,
             interest: Self::INITIAL_INTEREST,
             auth,
             fresh: true,
@@ -229,14 +234,26 @@ impl Conn {
     /// output passes [`MAX_PENDING_OUTPUT`]. With `--durable`, if any of
     /// them changed items, the replies wait for the disk ([`Store::durable`]).
     fn process(&mut self, store: &Store, limits: &Limits) {
-        let Conn { input, out, swallow, closing, written, backlogged, auth, fresh, close_reason, .. } = self;
+        let Conn {
+            input,
+            out,
+            swallow,
+            closing,
+            written,
+            backlogged,
+            resume_at,
+            auth,
+            fresh,
+            close_reason,
+            ..
+        } = self;
         *backlogged = false;
         let mut changed = false;
         let mut pos = 0;
         let skip = (*swallow).min(input.len());
         pos += skip;
         *swallow -= skip;
-        while pos < input.len() && !*closing {
+        'commands: while pos < input.len() && !*closing {
             if out.len() - *written > MAX_PENDING_OUTPUT {
                 *backlogged = true;
                 break;
@@ -278,12 +295,23 @@ impl Conn {
             match parse(&input[pos..], limits) {
                 Parsed::Incomplete => break,
                 Parsed::Command { command, consumed } => {
-                    pos += consumed;
-                    if pos == input.len() {
-                        // The one command of this read.
+                    // Replies past this bound wait for the client to read.
+                    let bound = *written + MAX_PENDING_OUTPUT;
+                    if pos + consumed == input.len() || *resume_at > 0 {
+                        // The one command of this read, or a multi-get
+                        // resumed where it stopped.
                         changed |= command.changes();
-                        if store.execute(&command, out) == Outcome::Close {
-                            *closing = true;
+                        match store.execute_within(&command, out, *resume_at, bound) {
+                            Progress::Paused { resume_at: at } => {
+                                *resume_at = at;
+                                *backlogged = true;
+                                break 'commands;
+                            }
+                            Progress::Done(outcome) => {
+                                *resume_at = 0;
+                                pos += consumed;
+                                *closing |= outcome == Outcome::Close;
+                            }
                         }
                         continue;
                     }
@@ -293,22 +321,33 @@ impl Conn {
                     // Whatever is not a complete command is left to the
                     // loop.
                     let mut batch = Vec::with_capacity(PIPELINE);
-                    batch.push(command);
-                    while batch.len() < PIPELINE && pos < input.len() {
-                        match parse(&input[pos..], limits) {
+                    let mut end = pos + consumed;
+                    batch.push((command, consumed));
+                    while batch.len() < PIPELINE && end < input.len() {
+                        match parse(&input[end..], limits) {
                             Parsed::Command { command, consumed } => {
-                                pos += consumed;
-                                batch.push(command);
+                                end += consumed;
+                                batch.push((command, consumed));
                             }
                             _ => break,
                         }
                     }
-                    batch.iter().for_each(|c| store.prefetch(c));
-                    for command in &batch {
+                    batch.iter().for_each(|(c, _)| store.prefetch(c));
+                    for (command, consumed) in &batch {
                         changed |= command.changes();
-                        if store.execute(command, out) == Outcome::Close {
-                            *closing = true;
-                            break;
+                        match store.execute_within(command, out, 0, bound) {
+                            Progress::Paused { resume_at: at } => {
+                                *resume_at = at;
+                                *backlogged = true;
+                                break 'commands;
+                            }
+                            Progress::Done(outcome) => {
+                                pos += consumed;
+                                if outcome == Outcome::Close {
+                                    *closing = true;
+                                    break;
+                                }
+                            }
                         }
                     }
                 }

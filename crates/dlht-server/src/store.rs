@@ -24,7 +24,7 @@ use crate::clock::{is_expired, Clock, ITEM_UPDATE_INTERVAL};
 use crate::item::{self, ItemRef, Meta, HEADER};
 use crate::protocol::num::safe_strtoull;
 use crate::protocol::reply;
-use crate::protocol::text::{Command, Limits, StoreOp, DEFAULT_MAX_ITEM_SIZE};
+use crate::protocol::text::{Command, Keys, Limits, StoreOp, DEFAULT_MAX_ITEM_SIZE};
 
 mod evict;
 mod meta;
@@ -49,6 +49,25 @@ pub const SERVER_ERROR_OUT_OF_MEMORY: &[u8] = b"SERVER_ERROR out of memory\r\n";
 /// `incr`/`decr` on a value that is not a decimal number.
 pub const CLIENT_ERROR_NON_NUMERIC: &[u8] =
     b"CLIENT_ERROR cannot increment or decrement non-numeric value\r\n";
+
+/// How far [`Store::execute_within`] took a command.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Progress {
+    /// The command ran to its end.
+    Done(Outcome),
+    /// A multi-key get stopped at the output bound: call again with
+    /// `resume_at` once the output has drained.
+    Paused {
+        /// How many bytes of the command's key list are answered (counting
+        /// earlier calls): the keys before this offset.
+        resume_at: usize,
+    },
+}
+
+/// The offset in `list` just past `key`, one of its tokens.
+fn end_within(list: &[u8], key: &[u8]) -> usize {
+    key.as_ptr() as usize + key.len() - list.as_ptr() as usize
+}
 
 /// What the connection should do after a command.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -560,17 +579,48 @@ impl Store {
 
     /// Run one text-protocol command, appending its reply (if any) to `out`.
     pub fn execute(&self, command: &Command<'_>, out: &mut Vec<u8>) -> Outcome {
+        match self.execute_within(command, out, 0, usize::MAX) {
+            Progress::Done(outcome) => outcome,
+            Progress::Paused { .. } => unreachable!("dlht-server invariant: no output bound, no pause"),
+        }
+    }
+
+    /// Run one text-protocol command as [`Store::execute`] does, for a
+    /// connection that bounds its pending replies: a get, gets, gat or gats
+    /// starts at byte `resume_at` of its key list (0, or what an earlier
+    /// call paused at) and stops once `out` holds more than `out_limit`
+    /// bytes with keys left,
+    /// so that a get line naming a large item a million times never builds
+    /// its whole reply in memory (memcached sends such a reply as the
+    /// client reads it). `END` comes with the last key. Other commands run
+    /// whole.
+    pub fn execute_within(
+        &self,
+        command: &Command<'_>,
+        out: &mut Vec<u8>,
+        resume_at: usize,
+        out_limit: usize,
+    ) -> Progress {
         let guard = self.map.guard();
         let now = self.clock.now();
         match command {
             Command::Get { keys, cas } => {
-                self.get_many(keys.clone(), *cas, now, out, &guard);
+                let list = keys.as_bytes();
+                let rest = Keys::new(list.get(resume_at..).unwrap_or_default());
+                if let Some(key) = self.get_many(rest, *cas, now, out, out_limit, &guard) {
+                    return Progress::Paused { resume_at: end_within(list, key) };
+                }
                 out.extend_from_slice(b"END\r\n");
             }
             Command::Gat { exptime, keys, cas } => {
                 let exptime = self.clock.realtime(*exptime);
-                for key in keys.clone() {
+                let list = keys.as_bytes();
+                let mut rest = Keys::new(list.get(resume_at..).unwrap_or_default());
+                while let Some(key) = rest.next() {
                     self.gat(key, exptime, *cas, now, out, &guard);
+                    if out.len() > out_limit && !rest.is_empty() {
+                        return Progress::Paused { resume_at: end_within(list, key) };
+                    }
                 }
                 out.extend_from_slice(b"END\r\n");
             }
@@ -622,7 +672,7 @@ impl Store {
                 self.verbosity.store(*level, Relaxed);
                 reply_unless(out, *noreply, b"OK\r\n");
             }
-            Command::Quit => return Outcome::Close,
+            Command::Quit => return Progress::Done(Outcome::Close),
             Command::Stats { arg, .. } => match arg {
                 None => self.stats(now, out),
                 Some(b"settings") => self.stats_settings(out),
@@ -636,25 +686,27 @@ impl Store {
             Command::Admin { .. } => out.extend_from_slice(SERVER_ERROR_ADMIN_NOT_IMPLEMENTED),
             Command::Meta(m) => self.meta(m, now, out, &guard),
         }
-        Outcome::Continue
+        Progress::Done(Outcome::Continue)
     }
 
     /// The keys of a get/gets, [`GET_PASS`] at a time through the map's
     /// prefetching `get_many` (a multi-get is the paper's batch): the index
     /// lookups overlap, then every value found is prefetched whole before
-    /// the first is copied out.
+    /// the first is copied out. Stops once `out` holds more than
+    /// `out_limit` bytes with keys left, returning the last key it answered
+    /// (the rest of a pass is looked up again by the next call).
     fn get_many<'k>(
         &self,
-        keys: impl Iterator<Item = &'k [u8]>,
+        mut keys: Keys<'k>,
         cas: bool,
         now: u32,
         out: &mut Vec<u8>,
+        out_limit: usize,
         guard: &Guard,
-    ) {
-        let mut keys = keys.peekable();
+    ) -> Option<&'k [u8]> {
         let mut pass: [&[u8]; GET_PASS] = [&[]; GET_PASS];
         let mut found: [Option<ValueRef<'_>>; GET_PASS] = [None; GET_PASS];
-        while keys.peek().is_some() {
+        while !keys.is_empty() {
             let mut n = 0;
             for (slot, key) in pass.iter_mut().zip(keys.by_ref()) {
                 *slot = key;
@@ -662,15 +714,21 @@ impl Store {
             }
             if n == 1 {
                 self.get(pass[0], self.map.get(pass[0], guard), cas, now, out, guard);
-                continue;
+            } else {
+                self.map
+                    .get_many(&pass[..n], &mut found[..n], Access::Read, guard)
+                    .expect("dlht-server invariant: as many answers as keys");
             }
-            self.map
-                .get_many(&pass[..n], &mut found[..n], Access::Read, guard)
-                .expect("dlht-server invariant: as many answers as keys");
-            for (key, value) in pass[..n].iter().zip(&found[..n]) {
-                self.get(key, *value, cas, now, out, guard);
+            for (i, key) in pass[..n].iter().enumerate() {
+                if n > 1 {
+                    self.get(key, found[i], cas, now, out, guard);
+                }
+                if out.len() > out_limit && (i + 1 < n || !keys.is_empty()) {
+                    return Some(key);
+                }
             }
         }
+        None
     }
 
     /// One key of get/gets, whose value the map gave as `value`.

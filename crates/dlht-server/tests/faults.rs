@@ -330,6 +330,79 @@ fn a_client_that_never_reads() {
     assert!(server.alive());
 }
 
+/// A get line naming a large item thousands of times (a reply of
+/// gigabytes), from a client that does not read: the server builds the
+/// reply only as the client reads it, so its memory stays bounded and the
+/// other clients of its one event loop are answered meanwhile; then the
+/// client reads everything, and every value, and each `END`, arrives in
+/// order. Three such lines (the second a `gat`, which touches each key it
+/// answers once) and a small get come as one pipeline.
+#[test]
+fn a_multi_get_reply_is_built_as_the_client_reads() {
+    let mut server = ChildServer::start(&["-t", "1", "-m", "64"]);
+    let addr = server.addr;
+    let value: Vec<u8> = (0..500 * 1024).map(|i| b'a' + (i % 26) as u8).collect();
+    let mut setter = connect(addr);
+    let set = [format!("set big 0 0 {}\r\n", value.len()).as_bytes(), &value, b"\r\n"].concat();
+    roundtrip(&mut setter, &set, b"STORED\r\n");
+    roundtrip(&mut setter, b"set small 0 0 2\r\nok\r\n", b"STORED\r\n");
+    let before = server.rss();
+
+    // `get big` × 700, `gat` × 500, `get` × 700 (about 1 GiB of replies)
+    // and a small get.
+    let per_line = scaled(700);
+    let line = format!("get{}\r\n", " big".repeat(per_line));
+    // (A gat line longer than 2048 bytes closes the connection: see
+    // `Limits::max_line`.)
+    let per_gat = per_line.min(500);
+    let gat = format!("gat 0{}\r\n", " big".repeat(per_gat));
+    let mut hog = connect(addr);
+    hog.write_all([line.as_bytes(), gat.as_bytes(), line.as_bytes(), b"get small\r\n"].concat().as_slice())
+        .unwrap();
+    thread::sleep(Duration::from_millis(300));
+    let grown = server.rss().saturating_sub(before);
+
+    let started = Instant::now();
+    let mut other = connect(addr);
+    for _ in 0..20 {
+        roundtrip(&mut other, b"get small\r\n", b"VALUE small 0 2\r\nok\r\nEND\r\n");
+    }
+    let took = started.elapsed();
+    eprintln!(
+        "multi-get hog: 3 lines of {per_line} gets of 500 KiB unread: server RSS grew {} KiB; 20 other gets in {took:?}",
+        grown >> 10
+    );
+    // Before, the whole reply was built at once: 3.8 GiB for 8,000 copies.
+    assert!(grown < 64 << 20, "server RSS grew by {grown} bytes");
+    assert!(took < Duration::from_secs(2), "20 gets took {took:?}");
+
+    let mut r = BufReader::with_capacity(1 << 20, &mut hog);
+    let header = format!("VALUE big 0 {}\r\n", value.len());
+    let mut data = vec![0; value.len() + 2];
+    for (l, keys) in [per_line, per_gat, per_line].into_iter().enumerate() {
+        for i in 0..keys {
+            let mut got = String::new();
+            r.read_line(&mut got).unwrap();
+            assert_eq!(got, header, "line {l}, value {i}");
+            r.read_exact(&mut data).unwrap();
+            assert!(
+                data[..value.len()] == value[..] && &data[value.len()..] == b"\r\n",
+                "line {l}, value {i}"
+            );
+        }
+        let mut end = String::new();
+        r.read_line(&mut end).unwrap();
+        assert_eq!(end, "END\r\n", "after line {l}");
+    }
+    let mut tail = vec![0; b"VALUE small 0 2\r\nok\r\nEND\r\n".len()];
+    r.read_exact(&mut tail).unwrap();
+    assert_eq!(tail, b"VALUE small 0 2\r\nok\r\nEND\r\n");
+    let s = stats(addr);
+    assert_eq!(s["get_hits"], (2 * per_line + 21).to_string());
+    assert_eq!(s["touch_hits"], per_gat.to_string());
+    assert!(server.alive());
+}
+
 /// The value set for key `i` in round `round`: 1 KiB, naming both.
 fn storm_value(i: usize, round: usize) -> Vec<u8> {
     let mut v = format!("{i}:{round}:").into_bytes();
