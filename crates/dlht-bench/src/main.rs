@@ -4,11 +4,13 @@
 //! single-thread) with papaya, dashmap, scc, flurry, leapfrog, std's
 //! RwLock<HashMap> and (one thread) hashbrown on the paper's workloads, in
 //! interleaved rounds with the machine's memory limit, and writes CSV,
-//! JSON and plots. `dlht-bench baseline|batching|hashers|sizes|counters|drain|memory|server|persist`
+//! JSON and plots. `dlht-bench
+//! baseline|batching|hashers|sizes|counters|drain|memory|server|persist|persist-bytes|profile`
 //! run the focused studies.
 
 mod compare;
 mod harness;
+mod progress;
 mod studies;
 
 use clap::{Parser, Subcommand};
@@ -35,7 +37,10 @@ pub const ALLOCATOR: &str = if cfg!(feature = "mimalloc") { "mimalloc" } else { 
 /// 1024), latency percentiles, and the resize time series (gets sampled
 /// every 50 ms while other threads grow the table, as in the paper's Fig.
 /// 8). Results: a table on stdout; CSV, JSON (every round) and PNG/SVG
-/// plots in the folder named at the end.
+/// plots in the folder named at the end. `--quick`: a first look in about
+/// two minutes (fewer systems, workloads, thread counts and rounds; the
+/// header says what it leaves out). Progress goes to stderr: bars on a
+/// terminal, a plain line at least every 10 s otherwise.
 #[derive(Parser, Debug)]
 #[command(version, args_conflicts_with_subcommands = true)]
 struct Cli {
@@ -74,14 +79,14 @@ enum StudyCmd {
     /// Exactly --ops gets per access mode, untimed, for valgrind (see
     /// scripts/profile-gets.sh).
     Profile(studies::profile::ProfileArgs),
-    /// memcached 1.6 against dlht-server over loopback (issue 24): get-heavy
+    /// memcached 1.6 against dlht-server over loopback: get-heavy
     /// (32 B and 1 KiB values), 16-key multi-gets, set-only, and the hit
     /// ratio of a Zipf trace that does not fit; interleaved rounds, servers
     /// and load pinned apart, load from memcaslap and from a checking
     /// pipelined client; ratios dlht-server ÷ memcached beside the targets.
     Server(studies::server::ServerArgs),
     /// The persistent map (FileMap, process durability) against the
-    /// in-memory Map (issue 25): batched gets, insert+remove pairs and
+    /// in-memory Map: batched gets, insert+remove pairs and
     /// population, in interleaved rounds on the same key streams, with the
     /// ratio FileMap ÷ Map per round, resident and on-disk bytes per key,
     /// and a verdict against "within 10%"; `--recovery`: the time to the

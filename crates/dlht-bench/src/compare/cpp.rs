@@ -60,7 +60,8 @@
 //! - Boost's map is pre-sized with `reserve`; gets copy the value in
 //!   `cvisit`, puts assign it in `visit`.
 
-use crate::compare::systems::{BenchHash, Concurrent, Table};
+use crate::compare::hashing::BenchHash;
+use crate::compare::table::{Concurrent, Table};
 use std::ffi::{c_int, c_void};
 use std::marker::PhantomData;
 use std::ptr::NonNull;

@@ -7,26 +7,30 @@
 //! out.
 
 pub mod cpp;
+pub mod hashing;
+pub mod params;
 pub mod plot;
 pub mod report;
 pub mod systems;
+pub mod table;
 pub mod workloads;
 
 use crate::harness::keys::ZipfTrace;
 use crate::harness::limit::{self, Line, Probe};
 use crate::harness::machine::Machine;
 use crate::harness::{self, Step};
+use crate::progress::Progress;
 use crate::with_system;
 use dlht::internals::ZeroedArray;
-use indicatif::{ProgressBar, ProgressStyle};
-use report::{Measurement, Run, Series, SystemLatency, KEY_STREAM, LIMIT_PLAIN, LIMIT_PREFETCHED};
+use params::{Latency, Params};
+use report::{Measurement, Run, Series, SystemLatency, LIMIT_PLAIN, LIMIT_PREFETCHED};
 use std::cell::Cell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
-use systems::{DlhtMap, KeyStreamOnly, Table};
-use workloads::{Draw, Latency, Params, Workload};
+use table::{DlhtMap, KeyStreamOnly, Table, KEY_STREAM};
+use workloads::{Draw, Workload};
 
 /// Keys of every system's cache-resident twin table (a few hundred KiB).
 pub const TWIN_KEYS: u64 = 1 << 14;
@@ -62,18 +66,20 @@ pub struct CompareArgs {
     /// number of cores, and the number of cores).
     #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub threads: Option<Vec<u16>>,
-    /// Prepopulated keys: 2^N (memory-resident by default: 2^25 keys are a
-    /// 2 GiB dlht index, far beyond the L3 cache). All systems' tables are
-    /// held at once, so the rounds can interleave them: 2^25 needs about
-    /// 16 GiB. The paper uses 100M keys (`--keys-log2 27`, about 64 GiB).
-    #[arg(long, default_value_t = 25, value_parser = clap::value_parser!(u32).range(10..=32))]
-    pub keys_log2: u32,
-    /// Seconds per measurement (each round).
-    #[arg(long, default_value_t = 0.5, value_parser = positive_seconds)]
-    pub seconds: f64,
-    /// Interleaved rounds: limit, dlht, each peer, then again (ABBA order).
-    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
-    pub rounds: u32,
+    /// Prepopulated keys: 2^N (default 25; --quick: 24). Memory-resident
+    /// by default: 2^25 keys are a 2 GiB dlht index, far beyond the L3
+    /// cache. All systems' tables are held at once, so the rounds can
+    /// interleave them: 2^25 needs about 16 GiB. The paper uses 100M keys
+    /// (`--keys-log2 27`, about 64 GiB).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(10..=32))]
+    pub keys_log2: Option<u32>,
+    /// Seconds per measurement, each round (default 0.5; --quick: 0.25).
+    #[arg(long, value_parser = positive_seconds)]
+    pub seconds: Option<f64>,
+    /// Interleaved rounds: limit, dlht, each peer, then again (ABBA order;
+    /// default 5; --quick: 2).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub rounds: Option<u32>,
     /// Requests per batch for the batched dlht systems, comma-separated
     /// (default 32, the paper's default); with several sizes each is its own row, named
     /// system/size.
@@ -92,8 +98,8 @@ pub struct CompareArgs {
     pub workloads: Option<Vec<Workload>>,
     /// Hash function of the dlht systems: rapidhash (seeded) or modulo (the
     /// identity: the bin is the key's low bits; fine for random keys).
-    #[arg(long, value_enum, default_value_t = systems::HashChoice::Rapidhash)]
-    pub hash: systems::HashChoice,
+    #[arg(long, value_enum, default_value_t = hashing::HashChoice::Rapidhash)]
+    pub hash: hashing::HashChoice,
     /// Give each peer its own default hasher (SipHash for dashmap, scc,
     /// papaya, flurry and std) instead of dlht's (--hash). By default every
     /// system hashes with dlht's hasher, so the hash function cannot make
@@ -120,9 +126,10 @@ pub struct CompareArgs {
     /// Zipf: the exponent (YCSB uses 0.99).
     #[arg(long, default_value_t = 0.99, value_parser = theta)]
     pub zipf_theta: f64,
-    /// Population: insert 2^N fresh keys into a table sized for 1024.
-    #[arg(long, default_value_t = 22, value_parser = clap::value_parser!(u32).range(10..=32))]
-    pub population_log2: u32,
+    /// Population: insert 2^N fresh keys into a table sized for 1024
+    /// (default 22; --quick: 20).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(10..=32))]
+    pub population_log2: Option<u32>,
     /// Skip Population and the resize time series.
     #[arg(long)]
     pub no_growth: bool,
@@ -133,6 +140,117 @@ pub struct CompareArgs {
     /// Tiny sizes and short measurements (about 20 s): what CI runs.
     #[arg(long)]
     pub smoke: bool,
+    /// A first look in about two minutes on two cores: dlht, dlht-batch,
+    /// papaya and scc against the memory limit, on 1 thread and all cores,
+    /// gets, insert+remove and put-heavy, 2 rounds of 0.25 s, a
+    /// memory-resident table of 2^24 keys; no resize time series and short
+    /// latency histograms. Any option given as well wins over the preset.
+    #[arg(long, conflicts_with = "smoke")]
+    pub quick: bool,
+}
+
+/// The systems of `--quick`: the dlht systems and the two strongest peers
+/// that build without C++.
+const QUICK_SYSTEMS: [&str; 4] = ["dlht", "dlht-batch", "papaya", "scc"];
+/// The workloads of `--quick`.
+const QUICK_WORKLOADS: [Workload; 3] = [Workload::Get, Workload::Insdel, Workload::Putheavy];
+/// The workloads of the full run.
+const FULL_WORKLOADS: [Workload; 5] =
+    [Workload::Get, Workload::Insdel, Workload::Putheavy, Workload::Skew, Workload::Zipf];
+
+/// What a run measures once the presets are applied: the full run's
+/// defaults, `--quick`'s or `--smoke`'s, each overridden by an option
+/// given on the command line (`--smoke` also caps the sizes it is given).
+struct Settings {
+    keys_log2: u32,
+    seconds: f64,
+    rounds: u32,
+    population_log2: u32,
+    threads: Vec<usize>,
+    systems: Vec<String>,
+    workloads: Vec<Workload>,
+    /// Time per latency histogram.
+    latency: Duration,
+    /// Accesses in the shared Zipf trace.
+    trace_len: usize,
+    /// The resize time series runs (it needs Population: not --no-growth).
+    resize_series: bool,
+}
+
+impl Settings {
+    fn of(a: &CompareArgs) -> Settings {
+        let quick = a.quick;
+        let pick = |given: Option<u32>, full: u32, q: u32| given.unwrap_or(if quick { q } else { full });
+        let mut s = Settings {
+            keys_log2: pick(a.keys_log2, 25, 24),
+            seconds: a.seconds.unwrap_or(if quick { 0.25 } else { 0.5 }),
+            rounds: pick(a.rounds, 5, 2),
+            population_log2: pick(a.population_log2, 22, 20),
+            threads: match &a.threads {
+                Some(t) => t.iter().map(|&t| t as usize).collect(),
+                None if quick => {
+                    let all = *default_threads().last().expect("at least one thread count");
+                    if all == 1 {
+                        vec![1]
+                    } else {
+                        vec![1, all]
+                    }
+                }
+                None => default_threads(),
+            },
+            systems: a.systems.clone().unwrap_or_else(|| {
+                let names: &[&str] = if quick { &QUICK_SYSTEMS } else { systems::DEFAULT };
+                names.iter().map(|s| s.to_string()).collect()
+            }),
+            workloads: a.workloads.clone().unwrap_or_else(|| {
+                if quick {
+                    QUICK_WORKLOADS.to_vec()
+                } else {
+                    FULL_WORKLOADS.to_vec()
+                }
+            }),
+            latency: Duration::from_secs_f64(if quick { 0.05 } else { 0.25 }),
+            trace_len: if quick { 1 << 20 } else { 1 << 22 },
+            resize_series: !a.no_growth && !quick,
+        };
+        if a.smoke {
+            s.keys_log2 = s.keys_log2.min(16);
+            s.seconds = s.seconds.min(0.03);
+            s.population_log2 = s.population_log2.min(14);
+            s.rounds = s.rounds.min(2);
+            s.latency = Duration::from_secs_f64(0.01);
+            s.trace_len = 1 << 16;
+        }
+        s
+    }
+
+    /// What `--quick` leaves out of the full run, given what it runs.
+    fn left_out(&self) -> String {
+        let mut out = Vec::new();
+        let systems: Vec<&str> =
+            systems::DEFAULT.iter().copied().filter(|d| !self.systems.iter().any(|s| s == d)).collect();
+        if !systems.is_empty() {
+            out.push(format!("the systems {}", systems.join(", ")));
+        }
+        let workloads: Vec<String> =
+            FULL_WORKLOADS.iter().filter(|w| !self.workloads.contains(w)).map(|w| w.name()).collect();
+        if !workloads.is_empty() {
+            out.push(format!("the workloads {}", workloads.join(", ")));
+        }
+        let threads: Vec<String> =
+            default_threads().iter().filter(|t| !self.threads.contains(t)).map(|t| t.to_string()).collect();
+        if !threads.is_empty() {
+            out.push(format!("{} thread(s)", threads.join(", ")));
+        }
+        if !self.resize_series {
+            out.push("the resize time series".into());
+        }
+        out.push(format!(
+            "the long latency histograms ({} s each here, 0.25 s in the full run)",
+            self.latency.as_secs_f64()
+        ));
+        out.join("; ")
+    }
 }
 
 /// 1, 2, 4, … up to the core count, and the core count.
@@ -190,7 +308,7 @@ impl<T: Table> Held<T> {
         threads: usize,
         batch: usize,
         shared: &mut SharedDlht,
-        bar: &ProgressBar,
+        bar: &Progress,
     ) -> Self {
         if let Some((big, twin)) = shared {
             if let (Some(big), Some(twin)) = (T::view_of(big), T::view_of(twin)) {
@@ -203,7 +321,7 @@ impl<T: Table> Held<T> {
         workloads::populate(&big, keys, threads, batch, bar);
         let prepopulated = Some(keys as f64 / start.elapsed().as_secs_f64() / 1e6);
         let twin = T::with_capacity(TWIN_KEYS as usize);
-        workloads::populate(&twin, TWIN_KEYS, 1, batch, &ProgressBar::hidden());
+        workloads::populate(&twin, TWIN_KEYS, 1, batch, &Progress::hidden());
         if let (None, Some(b), Some(t)) = (shared.as_ref(), big.dlht_map(), twin.dlht_map()) {
             *shared = Some((b, t));
         }
@@ -305,6 +423,11 @@ pub(crate) fn rss_gib() -> f64 {
     proc_bytes("/proc/self/status", "VmRSS:").unwrap_or(0) as f64 / (1u64 << 30) as f64
 }
 
+/// "1 thread", "2 threads": for the progress lines.
+fn threads_of(n: usize) -> String {
+    format!("{n} thread{}", if n == 1 { "" } else { "s" })
+}
+
 /// What a comparison measures, shared by its groups.
 struct Plan<'a> {
     threads: &'a [usize],
@@ -341,8 +464,15 @@ impl Plan<'_> {
     /// every member on every workload; then Population; all in ABBA rounds.
     /// Then each figure's cache-resident twin and the latency histograms,
     /// once per system (`anchors_too`: also for the dlht systems, which
-    /// every group holds).
-    fn run_group(&self, group: usize, members: &[&dyn Contender], anchors_too: bool, out: &mut Outcome) {
+    /// every group holds). `grouped`: the peers are in several groups.
+    fn run_group(
+        &self,
+        group: usize,
+        grouped: bool,
+        members: &[&dyn Contender],
+        anchors_too: bool,
+        out: &mut Outcome,
+    ) {
         let p = self.params;
         let dur = Duration::from_secs_f64(p.seconds);
         let draw = |round, keys| Draw { keys, round, zipf: self.zipf };
@@ -413,10 +543,19 @@ impl Plan<'_> {
                 }
             }
         }
-        let overall = bar((steps.len() * p.rounds) as u64, "{elapsed_precise} [{bar:30}] {pos}/{len} {msg}");
+        let overall = Progress::new("Measuring", (steps.len() * p.rounds) as u64, "steps")
+            .with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}");
+        let in_group = if grouped { format!("group {}, ", group + 1) } else { String::new() };
         let results = harness::rounds(&mut steps, p.rounds, |i, r| {
             let m = &out.measurements[first + i];
-            overall.set_message(format!("round {}: {} {} on {}", r + 1, m.system, m.workload, m.threads));
+            overall.set_message(format!(
+                "{in_group}round {}/{}: {} {} on {}",
+                r + 1,
+                p.rounds,
+                m.system,
+                m.workload,
+                threads_of(m.threads)
+            ));
             overall.inc(1);
         });
         drop(steps);
@@ -434,10 +573,20 @@ impl Plan<'_> {
             }
         }
         // The cache-resident twins, once per system.
+        let is_anchor = |m: &Measurement| m.system.starts_with("dlht") || m.system.starts_with("limit");
+        let due = out.measurements[first..]
+            .iter()
+            .zip(&twins)
+            .filter(|(m, t)| t.is_some() && (anchors_too || !is_anchor(m)));
+        let bar = Progress::new("Twins", due.count() as u64, "measurements")
+            .with_template("  cache-resident twins [{bar:30}] {pos}/{len} {msg}");
         for (m, twin) in out.measurements[first..].iter_mut().zip(&twins) {
-            let is_anchor = m.system.starts_with("dlht") || m.system.starts_with("limit");
-            if is_anchor && !anchors_too {
+            if is_anchor(m) && !anchors_too {
                 continue;
+            }
+            if twin.is_some() {
+                bar.set_message(format!("{} {} on {}", m.system, m.workload, threads_of(m.threads)));
+                bar.inc(1);
             }
             m.twin = match twin {
                 Some(Twin::Probe(probe)) => {
@@ -449,7 +598,18 @@ impl Plan<'_> {
                 None => None,
             };
         }
-        for &c in members.iter().filter(|c| anchors_too || !c.name().starts_with("dlht")) {
+        drop(bar);
+        let latency: Vec<&&dyn Contender> =
+            members.iter().filter(|c| anchors_too || !c.name().starts_with("dlht")).collect();
+        let bar = Progress::new("Latency", latency.len() as u64, "systems")
+            .with_template("  latency [{bar:30}] {pos}/{len} {msg}");
+        for &c in latency {
+            bar.set_message(format!(
+                "{}: one thread, gets then inserts, {} s each",
+                c.name(),
+                self.latency.as_secs_f64()
+            ));
+            bar.inc(1);
             match c.latency(p.keys, self.latency, p.seed) {
                 Ok(ls) => out
                     .latency
@@ -460,53 +620,48 @@ impl Plan<'_> {
     }
 }
 
-fn bar(len: u64, template: &str) -> ProgressBar {
-    ProgressBar::new(len).with_style(ProgressStyle::with_template(template).unwrap().progress_chars("=> "))
-}
-
 /// Run the comparison; the run and the folder its files went to.
-pub fn run(mut a: CompareArgs) -> (Run, PathBuf) {
-    if a.smoke {
-        a.keys_log2 = a.keys_log2.min(16);
-        a.seconds = a.seconds.min(0.03);
-        a.population_log2 = a.population_log2.min(14);
-        a.rounds = a.rounds.min(2);
-    }
-    systems::set_hash(a.hash);
-    systems::set_peer_hasher(!a.peer_default_hashers);
-    let threads: Vec<usize> = match &a.threads {
-        Some(t) => t.iter().map(|&t| t as usize).collect(),
-        None => default_threads(),
-    };
+pub fn run(a: CompareArgs) -> (Run, PathBuf) {
+    let set = Settings::of(&a);
+    hashing::set_hash(a.hash);
+    hashing::set_peer_hasher(!a.peer_default_hashers);
+    let threads = set.threads.clone();
     let max_t = *threads.iter().max().expect("clap requires at least one thread count");
-    let mut names: Vec<String> =
-        a.systems.clone().unwrap_or_else(|| systems::DEFAULT.iter().map(|s| s.to_string()).collect());
+    let mut names = set.systems.clone();
     names.dedup();
     // C++ peers this build lacks: a note instead of a table.
     let skipped = cpp::take_unbuilt(&mut names);
     let batch_sizes: Vec<usize> =
         a.batch.clone().unwrap_or_else(|| vec![32]).iter().map(|&b| b as usize).collect();
-    let workloads = a.workloads.clone().unwrap_or_else(|| {
-        vec![Workload::Get, Workload::Insdel, Workload::Putheavy, Workload::Skew, Workload::Zipf]
-    });
+    let workloads = set.workloads.clone();
     let params = Params {
-        keys: 1 << a.keys_log2,
+        keys: 1 << set.keys_log2,
         batch: batch_sizes[0],
-        seconds: a.seconds,
+        seconds: set.seconds,
         seed: a.seed,
         hot_share: a.hot_share,
         hot_keys: a.hot_keys,
         zipf_theta: a.zipf_theta,
-        rounds: a.rounds as usize,
+        rounds: set.rounds as usize,
         peer_hasher: !a.peer_default_hashers,
     };
     let machine = Machine::describe();
     let limit_bytes = limit::index_bytes(params.keys as usize);
     let memory_resident = limit_bytes >= 4 * machine.l3_bytes().unwrap_or(32 << 20);
-    println!("# dlht-bench compare: {}", machine.line());
+    if a.quick {
+        println!("# dlht-bench compare, quick preset (--quick, a first look): {}", machine.line());
+        println!(
+            "# quick preset: systems {}; workloads {}; leaves out {}",
+            names.join(", "),
+            workloads.iter().map(|w| w.name()).collect::<Vec<_>>().join(", "),
+            set.left_out()
+        );
+    } else {
+        println!("# dlht-bench compare: {}", machine.line());
+    }
     println!(
         "# 2^{} keys (dlht index {} MiB), {} s per measurement, {} interleaved rounds, batch {:?}, threads {:?}, dlht hash {:?}{}, seed {}",
-        a.keys_log2,
+        set.keys_log2,
         limit_bytes >> 20,
         params.seconds,
         params.rounds,
@@ -519,15 +674,20 @@ pub fn run(mut a: CompareArgs) -> (Run, PathBuf) {
     for (system, note) in &skipped {
         println!("# {system}: {note}");
     }
-    let trace_len = if a.smoke { 1 << 16 } else { 1 << 22 };
-    let zipf = ZipfTrace::new(params.keys, params.zipf_theta, trace_len, params.seed).unwrap_or_else(|e| {
-        eprintln!("error: {e}");
-        std::process::exit(2)
-    });
+    let preparing = Progress::phase(
+        "Preparing",
+        format!("the Zipf trace and the limit probe's array of {} MiB", limit_bytes >> 20),
+    );
+    let zipf =
+        ZipfTrace::new(params.keys, params.zipf_theta, set.trace_len, params.seed).unwrap_or_else(|e| {
+            eprintln!("error: {e}");
+            std::process::exit(2)
+        });
 
     // The limit probe's array first: every group measures against it.
     let arr = limit::line_array(limit_bytes);
     let twin_arr = limit::line_array(TWIN_LIMIT_BYTES);
+    drop(preparing);
     let plan = Plan {
         threads: &threads,
         workloads: &workloads,
@@ -536,8 +696,8 @@ pub fn run(mut a: CompareArgs) -> (Run, PathBuf) {
         zipf: &zipf,
         arr: &arr,
         twin_arr: &twin_arr,
-        population: (!a.no_growth).then_some(1u64 << a.population_log2),
-        latency: Duration::from_secs_f64(if a.smoke { 0.01 } else { 0.25 }),
+        population: (!a.no_growth).then_some(1u64 << set.population_log2),
+        latency: set.latency,
     };
 
     // The dlht systems are in every group; the peers are packed into
@@ -545,8 +705,9 @@ pub fn run(mut a: CompareArgs) -> (Run, PathBuf) {
     // interleaved rounds with the dlht systems and the limit, and dropped.
     let populate_t = if a.resizing { 1024 } else { params.keys as usize };
     let build = |name: &str, shared: &mut SharedDlht| -> Box<dyn Contender> {
-        let pop = bar(params.keys, "  populating {msg} [{bar:30}] {pos}/{len} keys");
-        pop.set_message(name.to_string());
+        let pop = Progress::new("Populating", params.keys, "keys")
+            .with_template("  populating {msg} [{bar:30}] {pos}/{len} keys");
+        pop.set_message(format!("{name} on {}", threads_of(max_t)));
         let c = with_system!(name, T => Box::new(Held::<T>::new(
             populate_t, params.keys, max_t, 16, shared, &pop
         )) as Box<dyn Contender>);
@@ -567,7 +728,7 @@ pub fn run(mut a: CompareArgs) -> (Run, PathBuf) {
         let how = if a.resizing { "from a table sized for 1024" } else { "presized" };
         let note = format!(
             "prepopulation {how}: 2^{} keys at {mops:.1} M keys/s on {max_t} threads (one pass, not interleaved)",
-            a.keys_log2
+            set.keys_log2
         );
         Some((c.name().to_string(), note))
     };
@@ -598,7 +759,7 @@ pub fn run(mut a: CompareArgs) -> (Run, PathBuf) {
         );
         out.notes.extend(peers.iter().filter_map(|c| prepopulation(c.as_ref())));
         let members: Vec<&dyn Contender> = anchors.iter().chain(&peers).map(|c| c.as_ref()).collect();
-        plan.run_group(group, &members, group == 0, &mut out);
+        plan.run_group(group, group > 0 || more, &members, group == 0, &mut out);
         drop(peers);
         group += 1;
         if !more {
@@ -611,8 +772,12 @@ pub fn run(mut a: CompareArgs) -> (Run, PathBuf) {
 
     // The resize time series, one system at a time.
     let mut resize = Vec::new();
-    if !a.no_growth {
+    if set.resize_series {
+        let bar = Progress::new("Resizing", names.len() as u64, "systems")
+            .with_template("  resize time series [{bar:30}] {pos}/{len} {msg}");
         for name in &names {
+            bar.set_message(format!("{name}: gets sampled while the table grows"));
+            bar.inc(1);
             with_system!(name.as_str(), T => {
                 if T::CONCURRENT {
                     let half = (max_t / 2).max(1);
@@ -649,10 +814,12 @@ pub fn run(mut a: CompareArgs) -> (Run, PathBuf) {
     if let Err(e) = run.write(&dir) {
         eprintln!("could not write results to {}: {e}", dir.display());
     }
+    let drawing = Progress::phase("Writing", format!("results and plots to {}", dir.display()));
     let plots = crate::compare::plot::all(&run, &dir).unwrap_or_else(|e| {
         eprintln!("could not draw plots: {e}");
         Vec::new()
     });
+    drop(drawing);
     println!(
         "# results: {} (results.csv with every round, summary.csv, latency.csv, resize.csv, results.json, {} plot files)",
         dir.display(),

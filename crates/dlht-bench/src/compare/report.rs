@@ -3,7 +3,8 @@
 //! peer), the cache-resident twin check, latency percentiles; a table on
 //! stdout, CSV and JSON files.
 
-use crate::compare::workloads::{Latency, Params, Sample};
+use crate::compare::params::{Latency, Params, Sample};
+use crate::compare::table::KEY_STREAM;
 use crate::harness::machine::Machine;
 use crate::harness::Spread;
 use serde::Serialize;
@@ -104,10 +105,6 @@ pub struct Run {
     pub resize: Vec<Series>,
     pub notes: Vec<(String, String)>,
 }
-
-/// The bench's key stream and result checks alone, with no table (see
-/// [`KeyStreamOnly`](crate::compare::systems::KeyStreamOnly)).
-pub const KEY_STREAM: &str = "key-stream";
 
 fn is_peer(system: &str) -> bool {
     !system.starts_with("dlht") && !system.starts_with("limit") && system != KEY_STREAM
@@ -448,7 +445,7 @@ mod tests {
     fn run(measurements: Vec<Measurement>) -> Run {
         let mut r = Run {
             machine: Machine::describe(),
-            params: crate::compare::workloads::Params {
+            params: crate::compare::params::Params {
                 keys: 1 << 25,
                 batch: 16,
                 seconds: 1.0,

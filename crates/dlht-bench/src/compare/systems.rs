@@ -1,296 +1,16 @@
-//! The systems under test, behind one small trait so every workload runs
-//! the same code on each. Each peer is used through its own public API with
+//! The systems under test, each behind the [`Table`] trait (in `table`) so
+//! every workload runs the same code on each. Each peer is used through its own public API with
 //! dlht's hasher (or, with `--peer-default-hashers`, its own default),
 //! pre-sized where it allows. Where a peer cannot
 //! express an operation, [`Table::NOTE`] says what it does instead, and the
 //! report prints it.
 
 pub use crate::compare::cpp::{BoostCfm, Growt};
-use crate::harness::{self, Worker};
+use crate::compare::hashing::{BenchHash, PeerHash};
+use crate::compare::table::{Concurrent, DlhtMap, OneThread, Table, MAX_BATCH};
 use std::cell::RefCell;
-use std::hash::{BuildHasher, Hasher};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::hash::BuildHasher;
 use std::sync::{Arc, RwLock};
-use std::time::Duration;
-
-/// Hash function of the dlht systems.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
-pub enum HashChoice {
-    /// rapidhash, seeded per map (dlht's default).
-    Rapidhash,
-    /// The identity: bin = key mod bins (the paper's default, for random keys).
-    Modulo,
-}
-
-static MODULO: AtomicBool = AtomicBool::new(false);
-
-/// Choose the hash of the dlht systems built from now on. Relaxed: set once,
-/// by the main thread, before any map is built.
-pub fn set_hash(h: HashChoice) {
-    MODULO.store(h == HashChoice::Modulo, Ordering::Relaxed);
-}
-
-static PEER_HASHER: AtomicBool = AtomicBool::new(false);
-
-/// Give the peers built from now on dlht's hasher ([`BenchHash`]) instead
-/// of their own defaults (the comparison's default; studies that do not
-/// call this keep the peers' defaults). Relaxed: set once, before any map is built.
-pub fn set_peer_hasher(on: bool) {
-    PEER_HASHER.store(on, Ordering::Relaxed);
-}
-
-/// Whether peers use dlht's hasher (see [`set_peer_hasher`]).
-pub fn peer_hasher() -> bool {
-    PEER_HASHER.load(Ordering::Relaxed)
-}
-
-/// The dlht systems' hasher: the choice made with [`set_hash`].
-#[derive(Clone, Copy, Debug)]
-pub enum BenchHash {
-    /// rapidhash.
-    Rapid(dlht::DefaultHashBuilder),
-    /// Identity.
-    Modulo,
-}
-
-impl Default for BenchHash {
-    fn default() -> Self {
-        if MODULO.load(Ordering::Relaxed) {
-            BenchHash::Modulo
-        } else {
-            BenchHash::Rapid(dlht::DefaultHashBuilder::default())
-        }
-    }
-}
-
-/// The hasher of [`BenchHash`].
-pub enum BenchHasher {
-    /// rapidhash.
-    Rapid(<dlht::DefaultHashBuilder as BuildHasher>::Hasher),
-    /// Identity.
-    Modulo(dlht::ModuloHasher),
-}
-
-impl Hasher for BenchHasher {
-    #[inline(always)]
-    fn finish(&self) -> u64 {
-        match self {
-            BenchHasher::Rapid(h) => h.finish(),
-            BenchHasher::Modulo(h) => h.finish(),
-        }
-    }
-    #[inline(always)]
-    fn write(&mut self, bytes: &[u8]) {
-        match self {
-            BenchHasher::Rapid(h) => h.write(bytes),
-            BenchHasher::Modulo(h) => h.write(bytes),
-        }
-    }
-    #[inline(always)]
-    fn write_u64(&mut self, w: u64) {
-        match self {
-            BenchHasher::Rapid(h) => h.write_u64(w),
-            BenchHasher::Modulo(h) => h.write_u64(w),
-        }
-    }
-}
-
-impl BuildHasher for BenchHash {
-    type Hasher = BenchHasher;
-    #[inline(always)]
-    fn build_hasher(&self) -> BenchHasher {
-        match self {
-            BenchHash::Rapid(b) => BenchHasher::Rapid(b.build_hasher()),
-            BenchHash::Modulo => BenchHasher::Modulo(dlht::Modulo.build_hasher()),
-        }
-    }
-}
-
-/// How the threads of a measurement may share a table: [`Concurrent`]
-/// tables are `Sync` and go to every thread; [`OneThread`] tables run only
-/// on the thread that built them. The workloads reach threads only through
-/// this, so a single-thread table never needs to be `Sync`.
-pub trait Sharing<T: ?Sized> {
-    /// False for single-thread systems.
-    const CONCURRENT: bool;
-
-    /// `work(t, worker)` timed on `threads` threads (see
-    /// [`harness::timed`](crate::harness::timed)).
-    fn timed<S>(
-        t: &T,
-        threads: usize,
-        dur: Duration,
-        keys: u64,
-        seed: u64,
-        init: impl Fn(usize) -> S + Sync,
-        work: impl Fn(&T, &mut Worker<S>) -> u64 + Sync,
-    ) -> f64;
-
-    /// `f(t, thread)` on `threads` threads at once (inline for one).
-    fn on_threads(t: &T, threads: usize, f: impl Fn(&T, usize) + Sync);
-}
-
-/// Threads share the table.
-pub struct Concurrent;
-
-/// The table stays on the thread that built it; one thread only.
-pub struct OneThread;
-
-impl<T: Sync + ?Sized> Sharing<T> for Concurrent {
-    const CONCURRENT: bool = true;
-
-    #[inline(always)]
-    fn timed<S>(
-        t: &T,
-        threads: usize,
-        dur: Duration,
-        keys: u64,
-        seed: u64,
-        init: impl Fn(usize) -> S + Sync,
-        work: impl Fn(&T, &mut Worker<S>) -> u64 + Sync,
-    ) -> f64 {
-        harness::timed(threads, dur, keys, seed, init, |w| work(t, w))
-    }
-
-    fn on_threads(t: &T, threads: usize, f: impl Fn(&T, usize) + Sync) {
-        if threads == 1 {
-            return f(t, 0);
-        }
-        std::thread::scope(|s| {
-            let handles: Vec<_> = (0..threads)
-                .map(|th| {
-                    let f = &f;
-                    s.spawn(move || f(t, th))
-                })
-                .collect();
-            // A failed result check panics: pass its message on (the scope
-            // alone would only say that a thread panicked).
-            for h in handles {
-                if let Err(e) = h.join() {
-                    std::panic::resume_unwind(e);
-                }
-            }
-        });
-    }
-}
-
-impl<T: ?Sized> Sharing<T> for OneThread {
-    const CONCURRENT: bool = false;
-
-    #[inline(always)]
-    fn timed<S>(
-        t: &T,
-        threads: usize,
-        dur: Duration,
-        keys: u64,
-        seed: u64,
-        init: impl Fn(usize) -> S + Sync,
-        work: impl Fn(&T, &mut Worker<S>) -> u64 + Sync,
-    ) -> f64 {
-        assert_eq!(threads, 1, "a single-thread system runs on one thread");
-        harness::timed_inline(dur, keys, seed, init(0), |w| work(t, w))
-    }
-
-    fn on_threads(t: &T, threads: usize, f: impl Fn(&T, usize) + Sync) {
-        assert_eq!(threads, 1, "a single-thread system runs on one thread");
-        f(t, 0)
-    }
-}
-
-/// A concurrent (or single-thread) map of u64 → u64, as the workloads use it.
-pub trait Table: Sized {
-    /// Name in reports.
-    const NAME: &'static str;
-    /// How threads may share it.
-    type Sharing: Sharing<Self>;
-    /// False for single-thread systems: they run only with one thread, on
-    /// the thread that built them.
-    const CONCURRENT: bool = <Self::Sharing as Sharing<Self>>::CONCURRENT;
-    /// How an operation is substituted, if one is.
-    const NOTE: &'static str = "";
-    /// Pre-sized for `n` keys.
-    fn with_capacity(n: usize) -> Self;
-    /// The dlht map this system runs on, if it is one: the unbatched and
-    /// the batched dlht systems then share one table (same data, half the
-    /// memory).
-    fn dlht_map(&self) -> Option<Arc<DlhtMap>> {
-        None
-    }
-    /// This system as a view of an already populated dlht map, if it can be.
-    fn view_of(_map: &Arc<DlhtMap>) -> Option<Self>
-    where
-        Self: Sized,
-    {
-        None
-    }
-    /// Value of `k`.
-    fn get(&self, k: u64) -> Option<u64>;
-    /// Insert if absent; true if inserted.
-    fn insert(&self, k: u64, v: u64) -> bool;
-    /// Remove; true if it was there.
-    fn remove(&self, k: u64) -> bool;
-    /// Update if present; true if it was there.
-    fn put(&self, k: u64, v: u64) -> bool;
-
-    /// Gets of `keys` into `out` (batched systems override this).
-    #[inline]
-    fn get_batch(&self, keys: &[u64], out: &mut [Option<u64>]) {
-        for (k, o) in keys.iter().zip(out.iter_mut()) {
-            *o = self.get(*k);
-        }
-    }
-
-    /// For each key: insert it (must be fresh), then remove it.
-    /// Returns how many inserts and removes succeeded.
-    #[inline]
-    fn insdel_batch(&self, keys: &[u64]) -> usize {
-        keys.iter().map(|&k| self.insert(k, k) as usize + self.remove(k) as usize).sum()
-    }
-
-    /// Requests (put?, key, value): a put or a get. Returns successes.
-    #[inline]
-    fn mixed_batch(&self, reqs: &[(bool, u64, u64)]) -> usize {
-        reqs.iter()
-            .map(|&(is_put, k, v)| if is_put { self.put(k, v) } else { self.get(k).is_some() } as usize)
-            .sum()
-    }
-
-    /// Inserts of fresh keys. Returns successes.
-    #[inline]
-    fn insert_batch(&self, keys: &[u64]) -> usize {
-        keys.iter().map(|&k| self.insert(k, k) as usize).sum()
-    }
-}
-
-/// No table at all: a get returns its key. Run through the same workload
-/// loop as every system, it measures what the bench's key stream, batching
-/// and result check cost by themselves, which must be far below what any
-/// table costs (the report sets it against the memory limit).
-pub struct KeyStreamOnly;
-
-impl Table for KeyStreamOnly {
-    const NAME: &'static str = crate::compare::report::KEY_STREAM;
-    type Sharing = Concurrent;
-    fn with_capacity(_: usize) -> Self {
-        KeyStreamOnly
-    }
-    #[inline]
-    fn get(&self, k: u64) -> Option<u64> {
-        Some(std::hint::black_box(k))
-    }
-    fn insert(&self, _: u64, _: u64) -> bool {
-        true
-    }
-    fn remove(&self, _: u64) -> bool {
-        true
-    }
-    fn put(&self, _: u64, _: u64) -> bool {
-        true
-    }
-}
-
-/// dlht's concurrent map as the bench builds it.
-pub type DlhtMap = dlht::Map<u64, u64, BenchHash>;
 
 /// Maps that a dlht system can share with another (see [`Table::dlht_map`]).
 pub trait Shareable: Sized {
@@ -422,9 +142,6 @@ dlht_batched!(
     /// dlht's single-thread map with batched requests and prefetching.
     DlhtLocal, "dlht-local-batch", dlht::LocalMap<u64, u64, BenchHash>, OneThread
 );
-
-/// Most requests a batch in the bench holds (stack buffers, no allocation).
-pub const MAX_BATCH: usize = 128;
 
 /// One thread's request and response buffers.
 type BatchBuffers = (Vec<dlht::Request<u64, u64>>, Vec<dlht::Response<u64>>);
@@ -664,10 +381,6 @@ impl<S: PeerHash> Table for Hashbrown<S> {
     }
 }
 
-/// What a peer's hasher must be: its own default, or [`BenchHash`].
-pub trait PeerHash: BuildHasher + Default + Clone + Send + Sync + 'static {}
-impl<S: BuildHasher + Default + Clone + Send + Sync + 'static> PeerHash for S {}
-
 /// Every system, by name, for the CLI and the dispatch macro. The C++
 /// peers (growt, boost-cfm) are accepted in every build; one that this
 /// build lacks is skipped with a note (see [`cpp`](crate::compare::cpp)).
@@ -730,7 +443,10 @@ macro_rules! with_system {
         }
     };
     ($name:expr, $t:ident => $body:expr) => {{
+        use $crate::compare::hashing::{peer_hasher, BenchHash};
         use $crate::compare::systems::*;
+        #[allow(unused_imports)]
+        use $crate::compare::table::Table;
         match $name {
             "dlht" => {
                 type $t = Dlht;

@@ -4,10 +4,12 @@
 //! round), and every result is checked (a Get that misses, an insert of a
 //! fresh key that fails, aborts the measurement rather than being counted).
 
-use crate::compare::systems::{Sharing, Table, MAX_BATCH};
+use crate::compare::params::{histogram, Latency, Params, Sample};
+use crate::compare::table::{Sharing, Table, MAX_BATCH};
 use crate::harness::keys::ZipfTrace;
 use crate::harness::limit::splitmix;
 use crate::harness::Worker;
+use crate::progress::Progress;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -40,30 +42,6 @@ impl Workload {
     }
 }
 
-/// Parameters shared by all measurements of a run.
-#[derive(Clone, Debug, Serialize)]
-pub struct Params {
-    /// Prepopulated keys (a power of two).
-    pub keys: u64,
-    /// Requests per batch handed to the system (1 = one call at a time for
-    /// systems without batching; batched dlht always batches).
-    pub batch: usize,
-    /// Time per measurement.
-    pub seconds: f64,
-    /// Seed of the key streams.
-    pub seed: u64,
-    /// Share of Skew accesses that go to the hot keys.
-    pub hot_share: f64,
-    /// Number of hot keys in Skew.
-    pub hot_keys: u64,
-    /// Exponent of the Zipf workload.
-    pub zipf_theta: f64,
-    /// Interleaved rounds.
-    pub rounds: usize,
-    /// Peers use dlht's hasher.
-    pub peer_hasher: bool,
-}
-
 /// The key of index `i` (values are the index): random-looking, distinct.
 #[inline(always)]
 pub fn key(i: u64) -> u64 {
@@ -88,7 +66,7 @@ impl Scratch {
 }
 
 /// Insert keys `0..n` (by index) using `threads` threads, in batches.
-pub fn populate<T: Table>(t: &T, n: u64, threads: usize, batch: usize, progress: &indicatif::ProgressBar) {
+pub fn populate<T: Table>(t: &T, n: u64, threads: usize, batch: usize, progress: &Progress) {
     let threads = if T::CONCURRENT { threads } else { 1 };
     let fill = |t: &T, first: u64, step: u64| {
         let mut buf = vec![0u64; MAX_BATCH];
@@ -258,57 +236,12 @@ pub fn insdel_empty<T: Table>(n: u64, threads: usize, p: &Params, round: u64, zi
 /// grows many times), on `threads` threads. Million inserts per second.
 pub fn population<T: Table>(n: u64, threads: usize, batch: usize) -> f64 {
     let t = T::with_capacity(1024);
-    let bar = indicatif::ProgressBar::hidden();
+    let bar = Progress::hidden();
     let start = Instant::now();
     populate(&t, n, threads, batch, &bar);
     let mops = n as f64 / start.elapsed().as_secs_f64() / 1e6;
     assert_eq!(t.get(key(n - 1)), Some(key(n - 1)), "{}: population lost a key", T::NAME);
     mops
-}
-
-/// One sample of the resize time series.
-#[derive(Clone, Debug, Serialize)]
-pub struct Sample {
-    /// Milliseconds since the start.
-    pub ms: u64,
-    /// Gets per second over the last interval (millions).
-    pub get_mops: f64,
-    /// Inserts per second over the last interval (millions).
-    pub insert_mops: f64,
-}
-
-/// Latency percentiles of one operation, in nanoseconds (hdrhistogram,
-/// 3 significant digits), each operation timed on its own.
-#[derive(Clone, Debug, Serialize)]
-pub struct Latency {
-    /// "get" or "insert".
-    pub op: &'static str,
-    /// "steady" (memory-resident table, one thread) or "resizing" (during
-    /// the resize time series, readers and writers at once).
-    pub phase: &'static str,
-    pub count: u64,
-    pub p50_ns: u64,
-    pub p99_ns: u64,
-    pub p999_ns: u64,
-    pub max_ns: u64,
-}
-
-fn histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid histogram bounds")
-}
-
-impl Latency {
-    fn of(op: &'static str, phase: &'static str, h: &Histogram<u64>) -> Latency {
-        Latency {
-            op,
-            phase,
-            count: h.len(),
-            p50_ns: h.value_at_quantile(0.5),
-            p99_ns: h.value_at_quantile(0.99),
-            p999_ns: h.value_at_quantile(0.999),
-            max_ns: h.max(),
-        }
-    }
 }
 
 /// Time one call, in nanoseconds, into `h`.
@@ -377,7 +310,7 @@ pub fn resize_series<T: Table>(
     every: Duration,
 ) -> Resizing {
     let t = T::with_capacity(prepop as usize);
-    populate(&t, prepop, readers + writers, 16, &indicatif::ProgressBar::hidden());
+    populate(&t, prepop, readers + writers, 16, &Progress::hidden());
     // Relaxed counters below: rates sampled for a plot, and a flag that only
     // ends the readers' loops; the scope's join orders the rest.
     let gets = AtomicU64::new(0);

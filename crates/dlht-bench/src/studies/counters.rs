@@ -11,7 +11,7 @@
 //!   entry per update;
 //! - `scc`: `entry_sync(k).and_modify(+1).or_insert(1)`.
 //!
-//! A second table counts **words** (issue 23): string keys from a
+//! A second table counts **words**: string keys from a
 //! vocabulary of 2^N distinct words of 3–12 letters, drawn with the same
 //! Zipf popularity, each system with its fastest idiom for a counter per
 //! word (`AtomicU64` values where the map hands out references):
@@ -33,6 +33,7 @@
 use crate::compare;
 use crate::harness::keys::{ZipfCursor, ZipfTrace};
 use crate::harness::{self, Spread};
+use crate::progress::Progress;
 use crate::studies::write;
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -475,9 +476,10 @@ fn table<Key: Copy + Default>(
     trace: &ZipfTrace,
     next_key: impl Fn(&mut ZipfCursor<'_>) -> Key + Sync + Copy,
     a: &CounterArgs,
-    dur: Duration,
     rows: &mut Vec<Row>,
+    bar: &Progress,
 ) -> bool {
+    let dur = Duration::from_secs_f64(if a.smoke { 0.02 } else { a.seconds });
     let made: Vec<AtomicU64> = systems.iter().map(|_| AtomicU64::new(0)).collect();
     let mut failed = false;
     for &threads in &a.threads {
@@ -491,7 +493,16 @@ fn table<Key: Copy + Default>(
                 step
             })
             .collect();
-        let got = harness::rounds(&mut steps, a.rounds as usize, |_, _| {});
+        let got = harness::rounds(&mut steps, a.rounds as usize, |i, r| {
+            let on = format!("{threads} thread{}", if threads == 1 { "" } else { "s" });
+            bar.set_message(format!(
+                "{keys} keys, round {}/{}: {} on {on}",
+                r + 1,
+                a.rounds,
+                systems[i].name()
+            ));
+            bar.inc(1);
+        });
         drop(steps);
         let per_system: Vec<Vec<f64>> =
             got.iter().map(|r| r.iter().filter_map(|x| x.as_ref().ok().copied()).collect()).collect();
@@ -516,7 +527,6 @@ pub fn run(a: CounterArgs) -> bool {
     let machine = crate::harness::machine::Machine::describe();
     println!("# dlht-bench counters: {}, allocator {}", machine.line(), crate::ALLOCATOR);
     let n = 1u64 << if a.smoke { 12 } else { a.keys_log2 };
-    let dur = Duration::from_secs_f64(if a.smoke { 0.02 } else { a.seconds });
     let trace = match ZipfTrace::new(n, a.zipf_theta, 1 << 22, 0xC0FFEE) {
         Ok(t) => t,
         Err(e) => {
@@ -533,11 +543,14 @@ pub fn run(a: CounterArgs) -> bool {
     let mask = n - 1;
     let ints: Vec<&dyn Counters> = vec![&dlht, &batch, &dash, &papaya, &scc];
     let int_of = |c: &mut ZipfCursor<'_>| crate::compare::workloads::key(c.next_index() & mask);
-    let mut failed = table("u64", &ints, &trace, int_of, &a, dur, &mut rows);
+    // Five systems count u64 keys, six count words.
+    let bar = Progress::new("Counting", (a.threads.len() * a.rounds as usize * 11) as u64, "steps");
+    let mut failed = table("u64", &ints, &trace, int_of, &a, &mut rows, &bar);
     drop(ints);
     drop((dlht, batch, dash, papaya, scc));
 
     // Words: each table starts empty and grows, as a word count does.
+    bar.set_message(format!("words: drawing a text from a vocabulary of {n} words"));
     let text = Text::new(&Vocabulary::new(n as usize, 0x5EED), &trace);
     let alloc = WordsAlloc(dlht::AllocMap::new());
     let alloc_batch = WordsAllocBatch(dlht::AllocMap::new());
@@ -547,7 +560,8 @@ pub fn run(a: CounterArgs) -> bool {
     let scc = WordsScc(scc::HashMap::new());
     let words: Vec<&dyn Counters<&str>> = vec![&alloc, &alloc_batch, &bytes, &dash, &papaya, &scc];
     let word_of = |c: &mut ZipfCursor<'_>| text.word(c.next_position());
-    failed |= table("words", &words, &trace, word_of, &a, dur, &mut rows);
+    failed |= table("words", &words, &trace, word_of, &a, &mut rows, &bar);
+    drop(bar);
 
     println!(
         "{:>5} {:>7} {:<16} {:>24} {:>20}",

@@ -9,6 +9,7 @@
 //! of a fresh key and every remove of a present one must succeed.
 
 use crate::compare::workloads::key;
+use crate::progress::Progress;
 use crate::studies::write;
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -121,10 +122,13 @@ fn cycles(
     threads: usize,
     cycles: u32,
     base: f64,
+    bar: &Progress,
 ) -> Result<Vec<Row>, String> {
     let mib = |b: f64| (b - base) / (1u64 << 20) as f64;
     (0..cycles)
         .map(|cycle| {
+            bar.set_message(format!("{name}: cycle {}/{cycles}, fill then drain of {n} keys", cycle + 1));
+            bar.inc(1);
             let fill = phase(t, n, threads, |t, k| t.insert(k))
                 .map_err(|k| format!("{name}: the insert of fresh key {k:#x} failed"))?;
             let full = rss();
@@ -159,10 +163,12 @@ pub fn run(a: DrainArgs) -> bool {
         ("papaya", |_| Box::new(papaya::HashMap::<u64, u64>::new())),
         ("scc", |_| Box::new(scc::HashMap::<u64, u64>::new())),
     ];
+    let per_system = if a.smoke { 2 } else { a.cycles };
+    let bar = Progress::new("Draining", (systems.len() as u32 * per_system) as u64, "cycles");
     for (name, make) in systems {
         let base = rss();
         let t = make(n);
-        match cycles(name, &*t, n, threads, if a.smoke { 2 } else { a.cycles }, base) {
+        match cycles(name, &*t, n, threads, per_system, base, &bar) {
             Ok(r) => rows.extend(r),
             Err(e) => {
                 eprintln!(
@@ -173,6 +179,7 @@ pub fn run(a: DrainArgs) -> bool {
             }
         }
     }
+    drop(bar);
     println!(
         "{:<10} {:>5} {:>12} {:>12} {:>14} {:>16}",
         "system", "cycle", "fill M/s", "drain M/s", "full MiB", "drained MiB"
@@ -213,7 +220,7 @@ mod tests {
             Box::new(papaya::HashMap::<u64, u64>::new()),
             Box::new(scc::HashMap::<u64, u64>::new()),
         ] {
-            let rows = cycles("t", &*t, 1 << 12, 2, 2, rss()).unwrap();
+            let rows = cycles("t", &*t, 1 << 12, 2, 2, rss(), &Progress::hidden()).unwrap();
             assert_eq!(rows.len(), 2);
             assert!(rows.iter().all(|r| r.fill_mops > 0.0 && r.drain_mops > 0.0));
         }
@@ -231,6 +238,6 @@ mod tests {
                 false
             }
         }
-        assert!(cycles("forgetful", &Forgetful, 16, 1, 1, 0.0).is_err());
+        assert!(cycles("forgetful", &Forgetful, 16, 1, 1, 0.0, &Progress::hidden()).is_err());
     }
 }

@@ -14,6 +14,7 @@
 //! child answers.
 
 use crate::compare::workloads::key;
+use crate::progress::Progress;
 use crate::studies::write;
 use crate::with_system;
 use serde::Serialize;
@@ -164,9 +165,13 @@ pub fn run(a: MemoryArgs) -> bool {
     }
     let mut points = Vec::new();
     let mut failed = false;
+    let len = (to - from + 1) as usize * 2 * systems.len();
+    let bar = Progress::new("Measuring", len as u64, "points");
     for log2 in from..=to {
         for start in [Start::Grown, Start::Presized] {
             for s in &systems {
+                bar.set_message(format!("{s}, 2^{log2} keys {}, in a child process", start.name()));
+                bar.inc(1);
                 match child(s, start, log2).and_then(|b| plausible(s, log2, b)) {
                     Ok(b) => {
                         points.push(Point { system: s.clone(), start, keys_log2: log2, bytes_per_key: b })
@@ -180,6 +185,7 @@ pub fn run(a: MemoryArgs) -> bool {
             }
         }
     }
+    drop(bar);
     print_table(&points, &systems, from, to);
     let dir =
         a.out.clone().unwrap_or_else(|| PathBuf::from(format!("dlht-results/memory-{}", machine.date_unix)));

@@ -24,6 +24,7 @@ use crate::compare::workloads::Workload;
 use crate::compare::{self, CompareArgs};
 use crate::harness::machine::Machine;
 use crate::harness::{self, median3, Spread};
+use crate::progress::Progress;
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -47,9 +48,11 @@ pub fn baseline(mut a: CompareArgs) -> bool {
     let smoke = a.smoke;
     let (run, dir) = compare::run(a);
     let keys = if smoke { 1 << 14 } else { 1 << 22 };
+    let extras = Progress::phase("Measuring", "occupancy at each resize, then the reclamation announcement");
     let grow = baseline::population::<dlht::DefaultHashBuilder>(keys);
     let dur = Duration::from_secs_f64(if smoke { 0.03 } else { run.params.seconds.max(0.5) });
     let enter_leave = baseline::enter_leave_ns(dur);
+    drop(extras);
     println!(
         "# population of {} keys from empty on 1 thread: {:.2} M/s, {} resizes; occupancy of all slots when each index was replaced: {}",
         grow.keys,
@@ -159,11 +162,15 @@ pub fn hashers(a: HasherArgs) {
         ("modulo (keys are random)", one::<dlht::Modulo>),
     ];
     let mut got: Vec<Vec<(f64, f64, f64)>> = vec![Vec::new(); hashers.len()];
-    for _ in 0..a.rounds {
-        for (i, (_, f)) in hashers.iter().enumerate() {
+    let bar = Progress::new("Hashing", (a.rounds as usize * hashers.len()) as u64, "steps");
+    for r in 0..a.rounds {
+        for (i, (name, f)) in hashers.iter().enumerate() {
+            bar.set_message(format!("round {}/{}: {name}", r + 1, a.rounds));
             got[i].push(f(dur, small, grow));
+            bar.inc(1);
         }
     }
+    drop(bar);
     let rows: Vec<HasherRow> = hashers
         .iter()
         .zip(&got)

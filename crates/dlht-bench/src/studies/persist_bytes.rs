@@ -1,4 +1,4 @@
-//! The persistent byte map against the in-memory one (issue 25):
+//! The persistent byte map against the in-memory one:
 //! `FileByteMap` (index in files, values in the heap file) ÷ `ByteMap` on
 //! batched gets, insert+remove and population, in interleaved rounds, with
 //! resident bytes per key and the files' size on disk beside them.
@@ -19,6 +19,7 @@
 
 use crate::harness::limit::splitmix;
 use crate::harness::machine::Machine;
+use crate::progress::Progress;
 use dlht::{Access, ByteMap, FileByteMap, FileHasher, OpenOptions};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -227,9 +228,15 @@ pub fn run(mut a: PersistBytesArgs) -> bool {
             None => rows.push((name.to_string(), t, vec![pair])),
         };
     let mut footprint = Vec::new();
+    // Per round: building both maps, then three workloads per thread count.
+    let steps = a.rounds as usize * (1 + 3 * a.threads.len());
+    let bar = Progress::new("Measuring", steps as u64, "steps");
     for round in 0..a.rounds {
         let file_first = round % 2 == 1;
         let mut built: [Option<Any>; 2] = [None, None];
+        let at = format!("round {}/{}", round + 1, a.rounds);
+        bar.set_message(format!("{at}: building and populating both maps with {n} keys (untimed)"));
+        bar.inc(1);
         for file in if file_first { [true, false] } else { [false, true] } {
             let before = rss();
             let m = make(file, &dir, n, &a, &format!("r{round}"));
@@ -255,8 +262,15 @@ pub fn run(mut a: PersistBytesArgs) -> bool {
                     (x, f(fil))
                 }
             };
+            let on = format!("on {t} thread(s), ByteMap and FileByteMap");
+            bar.set_message(format!("{at}: batched get {on}"));
+            bar.inc(1);
             row("batched get", t, both(&|m| gets(m, n, t, dur, seed)));
+            bar.set_message(format!("{at}: insert+remove {on}"));
+            bar.inc(1);
             row("insert+remove", t, both(&|m| insdel(m, n, t, dur, a.value_bytes)));
+            bar.set_message(format!("{at}: population of {} keys {on}", n / 4));
+            bar.inc(1);
             let pop = |file: bool| {
                 let m = make(file, &dir, 0, &a, &format!("pop{round}"));
                 fill(m.map(), 0, n / 4, t, a.value_bytes)
@@ -271,6 +285,7 @@ pub fn run(mut a: PersistBytesArgs) -> bool {
             row("population", t, p);
         }
     }
+    drop(bar);
     let mut md = String::new();
     let _ = writeln!(
         md,
@@ -359,7 +374,15 @@ fn recovery(a: &PersistBytesArgs) -> bool {
         Machine::describe().line()
     );
     let mut failed = false;
+    let bar = Progress::new("Recovering", a.rounds as u64, "rounds");
     for round in 0..a.rounds {
+        bar.set_message(format!(
+            "round {}/{}: a child fills {} keys, is killed mid-grow, the map reopened and checked",
+            round + 1,
+            a.rounds,
+            a.keys
+        ));
+        bar.inc(1);
         let _ = std::fs::remove_dir_all(&dir);
         let exe = std::env::current_exe().expect("this binary");
         let mut c = Command::new(exe)
@@ -418,6 +441,7 @@ fn recovery(a: &PersistBytesArgs) -> bool {
         drop(m);
         let _ = std::fs::remove_dir_all(&dir);
     }
+    drop(bar);
     print!("{md}");
     let _ = std::fs::create_dir_all(&a.out);
     let _ = std::fs::write(a.out.join("recovery-bytes.md"), &md);

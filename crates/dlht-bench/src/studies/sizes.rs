@@ -20,6 +20,7 @@
 
 use crate::compare;
 use crate::harness::{self, Spread};
+use crate::progress::Progress;
 use crate::studies::write;
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -327,6 +328,7 @@ fn point<const KB: usize, const VB: usize>(
     sweep: &'static str,
     works: &[Work],
     rows: &mut Vec<Row>,
+    bar: &Progress,
 ) -> Result<(), String> {
     let per_entry = (KB + VB + 64) as f64;
     let budget = a.memory_gib * (1u64 << 30) as f64 / 5.0;
@@ -342,7 +344,9 @@ fn point<const KB: usize, const VB: usize>(
     let scc = Scc(scc::HashMap::with_capacity(n));
     let systems: Vec<&dyn SizedTable<KB, VB>> =
         vec![&dlht, &batch, &bytes_map, &bytes_batch, &papaya, &dash, &scc];
+    let at = format!("key {KB} B, value {VB} B");
     for &s in systems.iter().filter(|s| s.owns_table()) {
+        bar.set_message(format!("{at}: populating {} with {keys} keys", s.name()));
         std::thread::scope(|sc| {
             for t in 0..2u64 {
                 sc.spawn(move || {
@@ -363,7 +367,16 @@ fn point<const KB: usize, const VB: usize>(
                 step
             })
             .collect();
-        let got = harness::rounds(&mut steps, a.rounds as usize, |_, _| {});
+        let got = harness::rounds(&mut steps, a.rounds as usize, |i, r| {
+            bar.set_message(format!(
+                "{at}: round {}/{}: {} {}",
+                r + 1,
+                a.rounds,
+                systems[i].name(),
+                w.name()
+            ));
+            bar.inc(1);
+        });
         drop(steps);
         let mut per_system = Vec::new();
         for (s, r) in systems.iter().zip(&got) {
@@ -467,18 +480,22 @@ pub fn run(a: SizeArgs) -> bool {
     let mut rows = Vec::new();
     let value_works = [Work::Find, Work::Get, Work::GetAccess, Work::InsDel];
     let key_works = [Work::Find, Work::Get, Work::InsDel];
+    // Seven systems per point, five points per sweep.
+    let steps = (value_works.len() + key_works.len()) * 5 * 7 * a.rounds as usize;
+    let bar = Progress::new("Measuring", steps as u64, "steps");
     let results = [
-        point::<8, 8>(&a, "value", &value_works, &mut rows),
-        point::<8, 64>(&a, "value", &value_works, &mut rows),
-        point::<8, 256>(&a, "value", &value_works, &mut rows),
-        point::<8, 1024>(&a, "value", &value_works, &mut rows),
-        point::<8, 1536>(&a, "value", &value_works, &mut rows),
-        point::<16, 8>(&a, "key", &key_works, &mut rows),
-        point::<32, 8>(&a, "key", &key_works, &mut rows),
-        point::<64, 8>(&a, "key", &key_works, &mut rows),
-        point::<128, 8>(&a, "key", &key_works, &mut rows),
-        point::<256, 8>(&a, "key", &key_works, &mut rows),
+        point::<8, 8>(&a, "value", &value_works, &mut rows, &bar),
+        point::<8, 64>(&a, "value", &value_works, &mut rows, &bar),
+        point::<8, 256>(&a, "value", &value_works, &mut rows, &bar),
+        point::<8, 1024>(&a, "value", &value_works, &mut rows, &bar),
+        point::<8, 1536>(&a, "value", &value_works, &mut rows, &bar),
+        point::<16, 8>(&a, "key", &key_works, &mut rows, &bar),
+        point::<32, 8>(&a, "key", &key_works, &mut rows, &bar),
+        point::<64, 8>(&a, "key", &key_works, &mut rows, &bar),
+        point::<128, 8>(&a, "key", &key_works, &mut rows, &bar),
+        point::<256, 8>(&a, "key", &key_works, &mut rows, &bar),
     ];
+    drop(bar);
     let mut failed = false;
     for e in results.iter().filter_map(|r| r.as_ref().err()) {
         eprintln!("check failed: {e}");
@@ -545,9 +562,10 @@ mod tests {
     fn smoke_point_runs_and_checks() {
         let a = SizeArgs { seconds: 0.01, rounds: 1, threads: 1, memory_gib: 0.1, out: None, smoke: true };
         let mut rows = Vec::new();
-        point::<8, 64>(&a, "value", &[Work::Find, Work::Get, Work::GetAccess, Work::InsDel], &mut rows)
-            .unwrap();
-        point::<16, 8>(&a, "key", &[Work::Find], &mut rows).unwrap();
+        let bar = Progress::hidden();
+        let all = [Work::Find, Work::Get, Work::GetAccess, Work::InsDel];
+        point::<8, 64>(&a, "value", &all, &mut rows, &bar).unwrap();
+        point::<16, 8>(&a, "key", &[Work::Find], &mut rows, &bar).unwrap();
         assert_eq!(rows.len(), 7 * 5);
         assert!(rows.iter().all(|r| r.mops.median > 0.0));
     }
