@@ -1,7 +1,7 @@
 //! The dlht-server cache served by tokio instead of the server's own mio
-//! event loops: a measuring tool for issue 24 ("threads that each run an
-//! event loop over their connections (mio or epoll; measure against tokio
-//! and write why)"), not a product. See `docs/results/issue24-tokio/`.
+//! event loops: a tool for measuring the server's choice of event loop
+//! (threads that each run a mio loop over their connections, against
+//! tokio), not a product. See `docs/results/issue24-tokio/`.
 //!
 //! Each connection is one task that does what `conn.rs` does: read into a
 //! buffer (zeroing the read room as `conn.rs` does, so that only the event
@@ -39,7 +39,7 @@ const READ_CHUNK: usize = 16 * 1024;
 const MAX_READ: usize = 256 * 1024;
 
 #[derive(Parser, Debug)]
-#[command(about = "dlht-server's cache on tokio (issue 24's event-loop measurement)")]
+#[command(about = "dlht-server's cache on tokio (to measure the server's own event loop against)")]
 struct Args {
     /// TCP port to listen on.
     #[arg(short = 'p', long = "port", default_value_t = 11211)]

@@ -1,4 +1,4 @@
-//! Load and faults (issue 24, item 5): many connections at once, clients
+//! Load and faults: many connections at once, clients
 //! that leave mid-command, a client that never reads, a set storm past the
 //! memory limit, and failed logins. Every load is bounded in count and time
 //! (scale the counts with `DLHT_STRESS_SCALE`, a float, default 1.0), every

@@ -1,4 +1,4 @@
-//! Batches of mixed requests on `AllocMap` and `ByteMap` (issue 23): a
+//! Batches of mixed requests on `AllocMap` and `ByteMap`: a
 //! batch does what the same requests do one by one (against std's HashMap,
 //! with passes longer than the prefetch window and stops on failure), and
 //! concurrent batches of read-modify-writes lose no update.

@@ -1,4 +1,4 @@
-//! Read-modify-write on `AllocMap` (issue 23): get_or_insert_with, update, compute,
+//! Read-modify-write on `AllocMap`: get_or_insert_with, update, compute,
 //! remove_if, retain and clear against std's HashMap, exact counters under
 //! threads, compute under races, and every value dropped exactly once
 //! whoever wins.

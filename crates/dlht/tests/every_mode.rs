@@ -1,4 +1,4 @@
-//! Every mode through one adapter (issue 23, `tests/common/modes.rs`):
+//! Every mode through one adapter (`tests/common/modes.rs`):
 //! `Map`, `AllocMap` and `ByteMap`, through their own methods and through
 //! namespace views, with default and colliding hashers — a model test
 //! against std's HashMap with every operation (the read-modify-writes,

@@ -1,4 +1,4 @@
-//! Whole-map operations of the allocator-mode maps (issue 23): reserve,
+//! Whole-map operations of the allocator-mode maps: reserve,
 //! shrinking, stats and prefetch on `AllocMap` and `ByteMap`, alone and
 //! under concurrent readers.
 #![cfg(not(loom))]

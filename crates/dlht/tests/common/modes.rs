@@ -1,4 +1,4 @@
-//! Every mode behind one adapter (issue 23): `Map`, `AllocMap` and
+//! Every mode behind one adapter: `Map`, `AllocMap` and
 //! `ByteMap`, each also through a namespace view, with the default hasher
 //! and with colliding ones, as maps of u64 → u64 with the read-modify-write
 //! operations. The model test and the linearizability check of
