@@ -1010,7 +1010,12 @@ impl Store {
         stat("store_no_memory", &c(|c| &c.store_no_memory));
         stat("limit_maxbytes", &self.settings.limit_maxbytes);
         stat("threads", &self.settings.threads);
-        stat("bytes", &self.map.memory().value_bytes);
+        let memory = self.map.memory();
+        stat("bytes", &memory.value_bytes);
+        // memcached's name for its hash table's size: here the index's bins,
+        // its link buckets and a resize's second index.
+        stat("hash_bytes", &(memory.index_bytes + memory.link_bytes + memory.resize_bytes));
+        stat("hash_is_expanding", &u8::from(memory.resize_bytes > 0));
         stat("curr_items", &self.map.len());
         stat("total_items", &c(|c| &c.total_items));
         stat("expired_unfetched", &c(|c| &c.expired_unfetched));
