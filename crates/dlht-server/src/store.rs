@@ -885,8 +885,10 @@ impl Store {
         let judged = self.modify(key, now, out, guard, |live, buf| {
             let Some(item) = live else { return Verdict::Keep(&b"NOT_FOUND\r\n"[..]) };
             // memcached: "Can't delta zero byte values"; then strtoull on
-            // the data (followed by "\r\n" in its item: end of data is fine).
-            let Some(old) = (!item.data.is_empty()).then(|| safe_strtoull(item.data)).flatten() else {
+            // the data as a C string (followed by "\r\n" in its item: end of
+            // data is fine, and so is a NUL byte after the digits).
+            let c_string = item.data.split(|&b| b == 0).next().unwrap_or_default();
+            let Some(old) = (!item.data.is_empty()).then(|| safe_strtoull(c_string)).flatten() else {
                 return Verdict::Keep(CLIENT_ERROR_NON_NUMERIC);
             };
             value = if incr { old.wrapping_add(delta) } else { old.saturating_sub(delta) };

@@ -420,6 +420,9 @@ fn same_replies_as_memcached() {
         b"set toolong 0 0 2\r\nabcd\r\n",
         b"verbosity 1\r\n",
         b"flush_all\r\nget b\r\n",
+        // Digits then a NUL byte: a number to memcached (its data is a C
+        // string), rewritten in place with a space over the NUL.
+        b"set z 0 0 2\r\n1\0\r\nincr z 1\r\nget z\r\nset y 0 0 2\r\n1a\r\nincr y 1\r\n",
     ];
     for request in sequences {
         let expected = normalize(&exchange(&mut theirs, request));
