@@ -209,6 +209,14 @@ impl Conn {
                     pos += skip;
                     *swallow = remaining - skip;
                 }
+                Parsed::Refused { unlink, reply, line, remaining } => {
+                    store.unlink(&unlink);
+                    out.extend_from_slice(reply);
+                    pos += line;
+                    let skip = remaining.min(input.len() - pos);
+                    pos += skip;
+                    *swallow = remaining - skip;
+                }
             }
         }
         input.drain(..pos);

@@ -368,6 +368,15 @@ impl Conn {
                     pos += skip;
                     *swallow = remaining - skip;
                 }
+                Parsed::Refused { unlink, reply, line, remaining } => {
+                    store.unlink(&unlink);
+                    changed = true;
+                    out.extend_from_slice(reply);
+                    pos += line;
+                    let skip = remaining.min(input.len() - pos);
+                    pos += skip;
+                    *swallow = remaining - skip;
+                }
             }
         }
         if changed && store.is_durable() {

@@ -22,6 +22,7 @@ use dlht::{Access, ByteMap, Durability, FileHasher, Guard, OpenOptions, ValueRef
 
 use crate::clock::{is_expired, Clock, ITEM_UPDATE_INTERVAL};
 use crate::item::{self, ItemRef, Meta, HEADER};
+use crate::protocol::meta::MetaKey;
 use crate::protocol::num::safe_strtoull;
 use crate::protocol::reply;
 use crate::protocol::text::{Command, Keys, Limits, StoreOp, DEFAULT_MAX_ITEM_SIZE};
@@ -731,6 +732,13 @@ impl Store {
         None
     }
 
+    /// Remove `key`'s item without a reply or a count: memcached's unlink of
+    /// the item a refused `set` or `ms` meant to replace.
+    pub fn unlink(&self, key: &MetaKey<'_>) {
+        let mut scratch = [0; crate::protocol::text::KEY_MAX_LENGTH];
+        self.map.remove(key.bytes(&mut scratch), &self.map.guard());
+    }
+
     /// One key of get/gets, whose value the map gave as `value`.
     fn get(
         &self,
@@ -854,6 +862,11 @@ impl Store {
             Ok(Some(r)) => r,
             Err(_) => {
                 bump(&self.local().store_no_memory);
+                // As memcached: a set that fails takes the old item with it,
+                // so that no client reads the value it meant to replace.
+                if op == StoreOp::Set {
+                    self.map.remove(key, guard);
+                }
                 SERVER_ERROR_OUT_OF_MEMORY_STORING
             }
         };
@@ -1098,7 +1111,14 @@ mod tests {
                     }
                     rest = &rest[consumed..];
                 }
-                Parsed::Incomplete | Parsed::Swallow { .. } => return (out, Outcome::Continue),
+                Parsed::Refused { unlink, reply, line, remaining } if line + remaining <= rest.len() => {
+                    s.unlink(&unlink);
+                    out.extend_from_slice(reply);
+                    rest = &rest[line + remaining..];
+                }
+                Parsed::Incomplete | Parsed::Swallow { .. } | Parsed::Refused { .. } => {
+                    return (out, Outcome::Continue)
+                }
             }
         }
     }

@@ -424,7 +424,28 @@ fn same_replies_as_memcached() {
         // string), rewritten in place with a space over the NUL.
         b"set z 0 0 2\r\n1\0\r\nincr z 1\r\nget z\r\nset y 0 0 2\r\n1a\r\nincr y 1\r\n",
     ];
-    for request in sequences {
+    // A store refused as too large (over -I, 1 MiB): a set, and an ms in
+    // any mode, takes the old item with it (memcached's t/getset.t: "Ensure
+    // causing a memory overflow doesn't leave stale data"); add, replace,
+    // append, prepend and cas leave it.
+    let big = vec![b'x'; 1100 * 1024];
+    let too_large = |line: &str| [b"set t 0 0 1\r\nv\r\n", line.as_bytes(), &big, b"\r\nget t\r\n"].concat();
+    let n = big.len();
+    let mut requests: Vec<Vec<u8>> = sequences.iter().map(|s| s.to_vec()).collect();
+    for line in [
+        format!("set t 0 0 {n}\r\n"),
+        format!("set t 0 0 {n} noreply\r\n"),
+        format!("add t 0 0 {n}\r\n"),
+        format!("replace t 0 0 {n}\r\n"),
+        format!("append t 0 0 {n}\r\n"),
+        format!("cas t 0 0 {n} 1\r\n"),
+        format!("ms t {n}\r\n"),
+        format!("ms t {n} ME\r\n"),
+        format!("ms t {n} MA q\r\n"),
+    ] {
+        requests.push(too_large(&line));
+    }
+    for request in &requests {
         let expected = normalize(&exchange(&mut theirs, request));
         let got = normalize(&exchange(&mut ours, request));
         assert_eq!(got, expected, "replies to {:?}", String::from_utf8_lossy(request));

@@ -34,6 +34,12 @@ pub enum Parsed<'a> {
     /// memcached itself sends the reply only once the block is swallowed; the
     /// bytes on the wire are the same either way.
     Swallow { reply: &'static [u8], line: usize, remaining: usize },
+    /// A `set` or `ms` refused as too large: memcached first unlinks the
+    /// key's item ("Avoid stale data persisting in cache because we failed
+    /// alloc", so that a client never reads the value the set meant to
+    /// replace), then answers and swallows as `Swallow` does, whether the
+    /// block has arrived or not.
+    Refused { unlink: MetaKey<'a>, reply: &'static [u8], line: usize, remaining: usize },
 }
 
 impl fmt::Debug for Parsed<'_> {
@@ -51,6 +57,13 @@ impl fmt::Debug for Parsed<'_> {
                 .finish(),
             Parsed::Swallow { reply, line, remaining } => f
                 .debug_struct("Swallow")
+                .field("reply", &reply.escape_ascii().to_string())
+                .field("line", line)
+                .field("remaining", remaining)
+                .finish(),
+            Parsed::Refused { unlink, reply, line, remaining } => f
+                .debug_struct("Refused")
+                .field("unlink", unlink)
                 .field("reply", &reply.escape_ascii().to_string())
                 .field("line", line)
                 .field("remaining", remaining)

@@ -126,7 +126,9 @@ fn meta_set<'a>(buf: &'a [u8], line_len: usize, t: &Line<'a>, limits: &Limits) -
     }
     let key = MetaKey { raw: raw_key, base64: flags.has_base64_key() };
     if !limits.item_fits(key.len(), flags.client_flags.unwrap_or(0), vlen) {
-        return swallow(buf, reply::SERVER_ERROR_OBJECT_TOO_LARGE, line_len, total);
+        // In every mode, as memcached 1.6.18 does.
+        let reply = reply::SERVER_ERROR_OBJECT_TOO_LARGE;
+        return Parsed::Refused { unlink: key, reply, line: line_len, remaining: total };
     }
     // ms always reports a bad data chunk, `q` or not.
     data_block(buf, line_len, vlen, reply::CLIENT_ERROR_BAD_DATA_CHUNK, |data| {

@@ -273,17 +273,22 @@ fn ms_data_block_and_size() {
     for (line, remaining) in [("ms k 1048517\r\n", 1048519), ("ms k 1048517 q\r\n", 1048519)] {
         assert_eq!(
             parse(&head(line), &limits),
-            Parsed::Swallow { reply: SERVER_ERROR_OBJECT_TOO_LARGE, line: line.len(), remaining }
+            Parsed::Refused {
+                unlink: MetaKey { raw: b"k", base64: false },
+                reply: SERVER_ERROR_OBJECT_TOO_LARGE,
+                line: line.len(),
+                remaining
+            }
         );
     }
     assert!(matches!(
         parse(&head("ms k 1048513 F1\r\n"), &limits),
-        Parsed::Swallow { reply: SERVER_ERROR_OBJECT_TOO_LARGE, .. }
+        Parsed::Refused { reply: SERVER_ERROR_OBJECT_TOO_LARGE, .. }
     ));
     assert_eq!(parse(&head("ms Zm9v 1048514 b\r\n"), &limits), Parsed::Incomplete);
     assert!(matches!(
         parse(&head("ms Zm9v 1048515 b\r\n"), &limits),
-        Parsed::Swallow { reply: SERVER_ERROR_OBJECT_TOO_LARGE, .. }
+        Parsed::Refused { reply: SERVER_ERROR_OBJECT_TOO_LARGE, .. }
     ));
     // "ms k 2000000 MX\r\n<block>version\r\n" → invalid mode (before
     // the size check), VERSION.

@@ -16,7 +16,7 @@
 
 use memchr::memchr;
 
-use super::command::{data_block, error, swallow};
+use super::command::{data_block, error, swallow, MetaKey};
 use super::meta;
 use super::num::{safe_strtol, safe_strtoul, safe_strtoull};
 use super::reply;
@@ -267,6 +267,10 @@ fn update<'a>(buf: &'a [u8], line_len: usize, t: &Line<'a>, op: StoreOp, limits:
     }
     if !limits.item_fits(key.len(), flags, vlen) {
         let reply = if noreply { reply::NONE } else { reply::SERVER_ERROR_OBJECT_TOO_LARGE };
+        if op == StoreOp::Set {
+            let unlink = MetaKey { raw: key, base64: false };
+            return Parsed::Refused { unlink, reply, line: line_len, remaining: vlen + 2 };
+        }
         return swallow(buf, reply, line_len, vlen + 2);
     }
     let bad_chunk = if noreply { reply::NONE } else { reply::CLIENT_ERROR_BAD_DATA_CHUNK };
@@ -379,6 +383,10 @@ pub(crate) mod testing {
                 Parsed::Swallow { line, remaining, .. } => {
                     assert!(*line > 0 && *line <= rest.len() && line + remaining > rest.len(), "{parsed:?}");
                     pos = usize::MAX;
+                }
+                Parsed::Refused { line, remaining, .. } => {
+                    assert!(*line > 0 && *line <= rest.len(), "{parsed:?}");
+                    pos = if line + remaining <= rest.len() { pos + line + remaining } else { usize::MAX };
                 }
             }
             out.push(parsed);
@@ -810,13 +818,21 @@ mod tests {
         assert!(!limits.item_fits(250, 5, 1048264));
         assert!(!limits.item_fits(usize::MAX, 0, usize::MAX));
 
+        // A set refused as too large unlinks the key's item first (memcached:
+        // "Avoid stale data persisting in cache because we failed alloc").
+        let refused = |reply, line, remaining| Parsed::Refused {
+            unlink: MetaKey { raw: b"k", base64: false },
+            reply,
+            line,
+            remaining,
+        };
         // "set k 0 0 1048517\r\n<data>\r\nget k\r\n" → too large, END.
         let mut input = b"set k 0 0 1048517\r\n".to_vec();
         input.extend_from_slice(&vec![b'a'; 1048517]);
         input.extend_from_slice(b"\r\nget k\r\n");
         assert_eq!(
             trace(&input),
-            [err(SERVER_ERROR_OBJECT_TOO_LARGE, 19 + 1048519), cmd(get(b" k", false), 7)]
+            [refused(SERVER_ERROR_OBJECT_TOO_LARGE, 19, 1048519), cmd(get(b" k", false), 7)]
         );
         // Swallowed blind: "set k 0 0 2000000\r\n<2000002 bytes>version\r\n"
         // → too large, VERSION.
@@ -825,26 +841,33 @@ mod tests {
         input.extend_from_slice(b"version\r\n");
         assert_eq!(
             trace(&input),
-            [err(SERVER_ERROR_OBJECT_TOO_LARGE, 19 + 2000002), cmd(Command::Version, 9)]
+            [refused(SERVER_ERROR_OBJECT_TOO_LARGE, 19, 2000002), cmd(Command::Version, 9)]
         );
-        // Not arrived yet: a swallow. ("set k 0 0 2147483645\r\n" alone gets
-        // no reply from memcached until the block is swallowed.)
+        // Not arrived yet. ("set k 0 0 2147483645\r\n" alone gets no reply
+        // from memcached until the block is swallowed.)
         assert_eq!(
             parse(b"set k 0 0 2147483645\r\nabc", &limits),
-            Parsed::Swallow { reply: SERVER_ERROR_OBJECT_TOO_LARGE, line: 22, remaining: 2147483647 }
+            refused(SERVER_ERROR_OBJECT_TOO_LARGE, 22, 2147483647)
         );
         // noreply: "set k 0 0 2000000 noreply\r\n..." → VERSION only.
-        assert_eq!(
-            parse(b"set k 0 0 2000000 noreply\r\n", &limits),
-            Parsed::Swallow { reply: NONE, line: 27, remaining: 2000002 }
-        );
+        assert_eq!(parse(b"set k 0 0 2000000 noreply\r\n", &limits), refused(NONE, 27, 2000002));
+        // Only a set unlinks: an add, replace, append, prepend or cas leaves
+        // the item (memcached 1.6.18).
+        for op in ["add", "replace", "append", "prepend", "cas"] {
+            let line = format!("{op} k 0 0 2000000{}\r\n", if op == "cas" { " 1" } else { "" });
+            assert_eq!(
+                parse(line.as_bytes(), &limits),
+                Parsed::Swallow {
+                    reply: SERVER_ERROR_OBJECT_TOO_LARGE,
+                    line: line.len(),
+                    remaining: 2000002
+                }
+            );
+        }
         // Item size follows -I.
         let small = Limits { max_item_size: 100, ..Limits::default() };
         assert_eq!(trace_with(b"set k 0 0 40\r\n", small), []);
-        assert_eq!(
-            trace_with(b"set k 0 0 41\r\n", small),
-            [Parsed::Swallow { reply: SERVER_ERROR_OBJECT_TOO_LARGE, line: 14, remaining: 43 }]
-        );
+        assert_eq!(trace_with(b"set k 0 0 41\r\n", small), [refused(SERVER_ERROR_OBJECT_TOO_LARGE, 14, 43)]);
     }
 
     // ---- other commands
@@ -1046,6 +1069,7 @@ mod split_invariance {
         Command(String, usize),
         Drop(Vec<u8>, usize),
         Close(Vec<u8>),
+        Unlink(Vec<u8>),
     }
 
     fn whole(input: &[u8], limits: &Limits) -> Vec<Event> {
@@ -1072,6 +1096,15 @@ mod split_invariance {
                     assert!(line > 0 && line <= rest.len() && line + remaining > rest.len());
                     events.push(Event::Drop(reply.to_vec(), line + remaining));
                     break;
+                }
+                Parsed::Refused { unlink, reply, line, remaining } => {
+                    assert!(line > 0 && line <= rest.len());
+                    events.push(Event::Unlink(unlink.raw.to_vec()));
+                    events.push(Event::Drop(reply.to_vec(), line + remaining));
+                    if line + remaining > rest.len() {
+                        break;
+                    }
+                    pos += line + remaining;
                 }
             }
         }
@@ -1114,6 +1147,15 @@ mod split_invariance {
                     }
                     Parsed::Swallow { reply, line, remaining } => {
                         assert!(line > 0 && line <= buffer.len() && line + remaining > buffer.len());
+                        events.push(Event::Drop(reply.to_vec(), line + remaining));
+                        buffer.drain(..line);
+                        let dropped = remaining.min(buffer.len());
+                        buffer.drain(..dropped);
+                        skip = remaining - dropped;
+                    }
+                    Parsed::Refused { unlink, reply, line, remaining } => {
+                        assert!(line > 0 && line <= buffer.len());
+                        events.push(Event::Unlink(unlink.raw.to_vec()));
                         events.push(Event::Drop(reply.to_vec(), line + remaining));
                         buffer.drain(..line);
                         let dropped = remaining.min(buffer.len());

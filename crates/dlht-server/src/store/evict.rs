@@ -130,13 +130,20 @@ impl Store {
     /// Make room for an item of `incoming` bytes (key and encoded value;
     /// 0 after a store, whose insert may have grown the index): evict
     /// until the total fits under the limit. Err if it cannot (an item
-    /// larger than what eviction can free).
+    /// larger than what eviction can free), at once if no eviction could:
+    /// one item too large for the whole cache does not empty it first.
     pub(super) fn make_room(&self, incoming: usize, now: u32, guard: &Guard) -> Result<(), dlht::Error> {
         let limit = self.settings.limit_maxbytes;
         // The map's and the item's headers, and the allocator's cost.
         let need = if incoming == 0 { 0 } else { incoming as u64 + ALLOC_OVERHEAD + 32 };
         if self.used_bytes().saturating_add(need) <= limit {
             return Ok(());
+        }
+        // What no eviction frees: the index.
+        let memory = self.map.memory();
+        let index = (memory.index_bytes + memory.link_bytes + memory.resize_bytes) as u64;
+        if index.saturating_add(need) > limit {
+            return Err(dlht::Error::AllocFailed { bytes: incoming });
         }
         // Two turns of the hand at most (the first may only clear bits):
         // bins are never more than the index's capacity.
@@ -379,7 +386,9 @@ mod tests {
     }
 
     /// An item the limit cannot hold: memcached's reply, nothing lost
-    /// that could stay.
+    /// that could stay, except the item a set or an ms meant to replace
+    /// (memcached unlinks it, so no client reads stale data); a replace
+    /// leaves it.
     #[test]
     fn an_item_larger_than_the_limit_is_refused() {
         let s = Store::with_policy(
@@ -395,6 +404,13 @@ mod tests {
         );
         assert_eq!(stat(&s, "store_no_memory"), 1);
         assert_eq!(run(&s, "get big\r\n"), "END\r\n");
+        let refused = "SERVER_ERROR out of memory storing object\r\n";
+        for (store, kept) in [("set small 0 0", false), ("ms small", false), ("replace small 0 0", true)] {
+            assert_eq!(run(&s, "set small 0 0 1\r\nx\r\n"), "STORED\r\n");
+            assert_eq!(run(&s, &format!("{store} {}\r\n{big}\r\n", big.len())), refused, "{store}");
+            let expected = if kept { "VALUE small 0 1\r\nx\r\nEND\r\n" } else { "END\r\n" };
+            assert_eq!(run(&s, "get small\r\n"), expected, "after a refused {store}");
+        }
     }
 
     /// The crawler takes back expired and flushed items nobody asks for,

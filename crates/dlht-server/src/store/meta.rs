@@ -274,6 +274,9 @@ impl Store {
             Ok(Some(code)) => (code, 0),
             Err(_) => {
                 bump(&self.local().store_no_memory);
+                // memcached unlinks the item an ms failed to replace, in
+                // every mode (as for one too large: `Parsed::Refused`).
+                self.map.remove(k, guard);
                 out.extend_from_slice(SERVER_ERROR_OUT_OF_MEMORY_STORING);
                 return;
             }
