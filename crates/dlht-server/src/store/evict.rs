@@ -174,7 +174,7 @@ impl Store {
     }
 
     /// Whether a get ever found the value of this stamp.
-    fn fetched(&self, stamp: u32) -> bool {
+    pub(super) fn fetched(&self, stamp: u32) -> bool {
         match self.evictor.policy {
             Policy::Clock => stamp & FETCHED != 0,
             Policy::Sampled => stamp != 0,

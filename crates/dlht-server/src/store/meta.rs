@@ -10,7 +10,10 @@
 //! What differs from memcached, and why: the item header keeps only client
 //! flags, exptime, time and cas, so the per-item bits memcached keeps beside
 //! them are not tracked:
-//! - `h` (fetched before) always answers `h0`, and `me` says `fetch=no`;
+//! - `h` (fetched before) and `me`'s `fetch` come from the entry's stamp (a
+//!   get sets it), which a new version of the item starts without: after a
+//!   touch (`touch`, `gat`, `mg ... T`) they answer `h0` and `fetch=no` where
+//!   memcached, whose touch keeps the item, answers `h1` and `fetch=yes`;
 //! - `l` and `me`'s `la` count from the last modification or touch (memcached
 //!   counts from the last access, bumped at most once a minute: the same
 //!   within a minute of a store);
@@ -26,7 +29,7 @@
 //!   items over 512 KiB (chunked in memcached) reporting the largest class.
 
 use std::io::Write as _;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use dlht::Guard;
 
@@ -69,11 +72,15 @@ impl Store {
         let ttl = flags.ttl.map(|t| self.clock.realtime(t));
         let vivify = flags.vivify_ttl.map(|t| self.clock.realtime(t));
         let recache = flags.recache_ttl.map(|t| self.clock.realtime(t));
-        // The item to report on, and whether this command created it.
+        // The item to report on, whether this command created it, and
+        // whether a get had found it before (`h`).
+        let mut fetched_before = false;
         let found: Option<(ItemRef<'_>, bool)> = if ttl.is_none() && vivify.is_none() {
             match self.map.get(k, guard) {
                 Some(v) => match self.live_counted(v.as_bytes(), now) {
                     Some(item) => {
+                        // Relaxed: a hint, as `note_access` says.
+                        fetched_before = self.fetched(v.stamp().load(Relaxed));
                         self.note_access(v);
                         Some((item, false))
                     }
@@ -175,7 +182,7 @@ impl Store {
                 b'l' => {
                     let _ = write!(out, " l{}", now.wrapping_sub(item.time));
                 }
-                b'h' => out.extend_from_slice(b" h0"),
+                b'h' => out.extend_from_slice(if fetched_before { b" h1" } else { b" h0" }),
                 b'O' => push_opaque(out, f.token),
                 b'k' => push_key(out, k, key.base64),
                 _ => {}
@@ -505,12 +512,15 @@ impl Store {
         bump(&self.local().meta_cmds);
         let mut scratch = [0; KEY_MAX_LENGTH];
         let k = key.bytes(&mut scratch);
+        let mut fetched = false;
         let item = match self.map.get(k, guard) {
             Some(v) => {
                 let item = self.live_counted(v.as_bytes(), now);
                 if item.is_none() {
                     self.remove_dead(k, now, guard);
                 }
+                // Relaxed: a hint, as `note_access` says.
+                fetched = self.fetched(v.stamp().load(Relaxed));
                 item
             }
             None => None,
@@ -531,9 +541,10 @@ impl Store {
             ITEM_STRUCT_SIZE + 8 + k.len() + 1 + if item.flags == 0 { 0 } else { 4 } + item.data.len() + 2;
         let _ = write!(
             out,
-            " exp={exp} la={} cas={} fetch=no cls={} size={size}\r\n",
+            " exp={exp} la={} cas={} fetch={} cls={} size={size}\r\n",
             now.wrapping_sub(item.time),
             item.cas,
+            if fetched { "yes" } else { "no" },
             slab_class(size),
         );
     }
@@ -742,8 +753,15 @@ mod tests {
         assert_eq!(run(&s, "ms a 2 T0 F5 c k O9\r\nhi\r\n"), "HD c1 ka O9\r\n");
         assert_eq!(run(&s, "mg a s v t c f k O1 l\r\n"), "VA 2 s2 t-1 c1 f5 ka O1 l0\r\nhi\r\n");
         assert_eq!(run(&s, "mg a O1 k c\r\n"), "HD O1 ka c1\r\n");
-        // Differs: memcached answers "HD h1" once the item was fetched.
-        assert_eq!(run(&s, "mg a h\r\n"), "HD h0\r\n");
+        // h: whether a get found the item before this one (memcached 1.6.18:
+        // a fresh item answers h0 once, then h1; me says fetch=yes).
+        assert_eq!(
+            run(&s, "ms b 1\r\nx\r\nme b\r\n"),
+            "HD\r\nME b exp=-1 la=0 cas=2 fetch=no cls=1 size=61\r\n"
+        );
+        assert_eq!(run(&s, "mg b h v\r\nmg b h\r\n"), "VA 1 h0\r\nx\r\nHD h1\r\n");
+        assert_eq!(run(&s, "me b\r\n"), "ME b exp=-1 la=0 cas=2 fetch=yes cls=1 size=61\r\n");
+        assert_eq!(run(&s, "mg a h\r\n"), "HD h1\r\n");
         // l counts seconds since the store (memcached: since the last access).
         s.clock().advance(3);
         assert_eq!(run(&s, "mg a l\r\n"), "HD l3\r\n");
@@ -752,7 +770,7 @@ mod tests {
         assert_eq!(run(&s, "mg zz q k O1\r\nmn\r\n"), "MN\r\n");
         // q hides nothing on a hit.
         assert_eq!(run(&s, "mg a q\r\n"), "HD\r\n");
-        assert_eq!([stat(&s, "cmd_get"), stat(&s, "get_hits"), stat(&s, "get_misses")], [7, 5, 2]);
+        assert_eq!([stat(&s, "cmd_get"), stat(&s, "get_hits"), stat(&s, "get_misses")], [9, 7, 2]);
     }
 
     #[test]
@@ -792,8 +810,8 @@ mod tests {
         // Differs: memcached answers "VA 2 kZm9v b" (the item remembers it
         // was stored with b).
         assert_eq!(run(&s, "mg foo k v\r\n"), "VA 2 kfoo\r\nhi\r\n");
-        // Differs: memcached says "fetch=yes" (fetched by the mg above).
-        assert_eq!(run(&s, "me Zm9v b\r\n"), "ME Zm9v exp=-1 la=0 cas=1 fetch=no cls=1 size=64\r\n");
+        // memcached: "fetch=yes" (fetched by the mg above).
+        assert_eq!(run(&s, "me Zm9v b\r\n"), "ME Zm9v exp=-1 la=0 cas=1 fetch=yes cls=1 size=64\r\n");
         assert_eq!(run(&s, "md Zm9v b k q\r\nmd Zm9v b k\r\n"), "NF kZm9v b\r\n");
         assert_eq!(run(&s, "me Zm9v b\r\n"), "EN\r\n");
     }
