@@ -12,7 +12,7 @@ use mio::Interest;
 
 use crate::auth::{self, AuthFile, Login};
 use crate::protocol::reply;
-use crate::protocol::text::{parse, Limits, Parsed, BINARY_REQUEST_MAGIC};
+use crate::protocol::text::{parse, Command, Keys, Limits, Parsed, BINARY_REQUEST_MAGIC};
 use crate::store::{Outcome, Progress, Store};
 
 /// Commands of a pipeline parsed ahead and prefetched together.
@@ -21,6 +21,10 @@ const PIPELINE: usize = 16;
 /// While more than this many reply bytes wait to be sent, the connection's
 /// input is neither parsed nor read.
 pub const MAX_PENDING_OUTPUT: usize = 4 * 1024 * 1024;
+
+/// Passes over backlogged input one readiness event may make (see
+/// [`Conn::yielded`]).
+const BACKLOG_PASSES_PER_EVENT: usize = 1;
 
 /// How much free space a read asks for at least.
 const READ_CHUNK: usize = 16 * 1024;
@@ -54,10 +58,13 @@ pub struct Conn {
     closing: bool,
     /// Parsing stopped at [`MAX_PENDING_OUTPUT`] with input left to parse.
     backlogged: bool,
-    /// Where the multi-key get at the front of `input` stopped at
-    /// [`MAX_PENDING_OUTPUT`] (bytes of its key list answered; 0 when none
-    /// did): the rest of its reply is built as the client reads.
-    resume_at: usize,
+    /// The multi-key get at the front of `input` that stopped at
+    /// [`MAX_PENDING_OUTPUT`]: the rest of its reply is built as the client
+    /// reads.
+    paused: Option<Paused>,
+    /// The last event stopped with work left that no readiness event will
+    /// announce (see [`Conn::yielded`]).
+    yielded: bool,
     /// The interest the stream is registered with.
     interest: Interest,
     /// The users, while the connection has still to log in (`-Y`).
@@ -87,7 +94,8 @@ impl Conn {
             swallow: 0,
             closing: false,
             backlogged: false,
-            resume_at: 0,
+            paused: None,
+            yielded: false,
             interest: Self::INITIAL_INTEREST,
             auth,
             fresh: true,
@@ -149,17 +157,34 @@ impl Conn {
         }
     }
 
+    /// Whether the last [`Conn::ready`] stopped with replies still to build
+    /// (a long multi-get, or input parsed no further for its output) after
+    /// its share of the event loop: the caller runs it again after the
+    /// other connections' events, as no readiness event will come for it
+    /// (memcached's `reqs_per_event`).
+    pub fn yielded(&self) -> bool {
+        self.yielded
+    }
+
     /// Records the interest the caller registered the stream with.
     pub fn set_interest(&mut self, interest: Interest) {
         self.interest = interest;
     }
 
     fn drive(&mut self, store: &Store, limits: &Limits, read_closed: bool) -> io::Result<State> {
+        self.yielded = false;
+        // Backlogged input (a long multi-get's rest) parsed per event: one
+        // pass of up to MAX_PENDING_OUTPUT bytes of replies, then the other
+        // connections' turn.
+        let mut passes = BACKLOG_PASSES_PER_EVENT;
         loop {
             if !self.flush()? {
                 // The client is not reading: stop unless there is little
-                // pending, in which case more input may still be read.
-                if self.closing || self.pending() > MAX_PENDING_OUTPUT {
+                // pending, in which case more input may still be read. A
+                // multi-get resumes only once its replies are all sent, so
+                // that each resume builds a full MAX_PENDING_OUTPUT of them
+                // (its line is parsed again at each).
+                if self.closing || self.pending() > MAX_PENDING_OUTPUT || self.paused.is_some() {
                     return Ok(State::Open);
                 }
             }
@@ -171,6 +196,11 @@ impl Conn {
             }
             if self.backlogged {
                 // Commands left unparsed by backpressure go before any read.
+                if passes == 0 {
+                    self.yielded = true;
+                    return Ok(State::Open);
+                }
+                passes -= 1;
                 self.process(store, limits);
                 continue;
             }
@@ -235,17 +265,7 @@ impl Conn {
     /// them changed items, the replies wait for the disk ([`Store::durable`]).
     fn process(&mut self, store: &Store, limits: &Limits) {
         let Conn {
-            input,
-            out,
-            swallow,
-            closing,
-            written,
-            backlogged,
-            resume_at,
-            auth,
-            fresh,
-            close_reason,
-            ..
+            input, out, swallow, closing, written, backlogged, paused, auth, fresh, close_reason, ..
         } = self;
         *backlogged = false;
         let mut changed = false;
@@ -257,6 +277,27 @@ impl Conn {
             if out.len() - *written > MAX_PENDING_OUTPUT {
                 *backlogged = true;
                 break;
+            }
+            // Replies past this bound wait for the client to read.
+            let bound = *written + MAX_PENDING_OUTPUT;
+            if let Some(p) = *paused {
+                // The multi-get stopped here goes on, its line not parsed
+                // again (up to 16 MiB of keys, each checked by a parse).
+                let command = p.command(&input[pos..]);
+                changed |= command.changes();
+                match store.execute_within(&command, out, p.resume_at, bound) {
+                    Progress::Paused { resume_at } => {
+                        *paused = Some(Paused { resume_at, ..p });
+                        *backlogged = true;
+                        break;
+                    }
+                    Progress::Done(outcome) => {
+                        *paused = None;
+                        pos += p.consumed;
+                        *closing |= outcome == Outcome::Close;
+                    }
+                }
+                continue;
             }
             if std::mem::take(fresh) && input[pos] == BINARY_REQUEST_MAGIC {
                 // A binary-protocol client, which this server does not
@@ -295,20 +336,16 @@ impl Conn {
             match parse(&input[pos..], limits) {
                 Parsed::Incomplete => break,
                 Parsed::Command { command, consumed } => {
-                    // Replies past this bound wait for the client to read.
-                    let bound = *written + MAX_PENDING_OUTPUT;
-                    if pos + consumed == input.len() || *resume_at > 0 {
-                        // The one command of this read, or a multi-get
-                        // resumed where it stopped.
+                    if pos + consumed == input.len() {
+                        // The one command of this read.
                         changed |= command.changes();
-                        match store.execute_within(&command, out, *resume_at, bound) {
-                            Progress::Paused { resume_at: at } => {
-                                *resume_at = at;
+                        match store.execute_within(&command, out, 0, bound) {
+                            Progress::Paused { resume_at } => {
+                                *paused = Some(Paused::of(&command, &input[pos..], consumed, resume_at));
                                 *backlogged = true;
                                 break 'commands;
                             }
                             Progress::Done(outcome) => {
-                                *resume_at = 0;
                                 pos += consumed;
                                 *closing |= outcome == Outcome::Close;
                             }
@@ -336,8 +373,8 @@ impl Conn {
                     for (command, consumed) in &batch {
                         changed |= command.changes();
                         match store.execute_within(command, out, 0, bound) {
-                            Progress::Paused { resume_at: at } => {
-                                *resume_at = at;
+                            Progress::Paused { resume_at } => {
+                                *paused = Some(Paused::of(command, &input[pos..], *consumed, resume_at));
                                 *backlogged = true;
                                 break 'commands;
                             }
@@ -419,6 +456,46 @@ impl Conn {
             self.out.shrink_to(SHRINK_ABOVE);
         }
         Ok(true)
+    }
+}
+
+/// A multi-key get stopped at the output bound, at the front of the input:
+/// where its key list lies in its line and what it is, so that it goes on
+/// without parsing the line again.
+#[derive(Clone, Copy, Debug)]
+struct Paused {
+    /// The command's bytes (line and "\r\n").
+    consumed: usize,
+    /// Its key list, from the command's first byte.
+    keys: (usize, usize),
+    /// get/gets (no exptime) or gat/gats.
+    exptime: Option<i64>,
+    cas: bool,
+    /// Bytes of the key list answered (see [`Progress::Paused`]).
+    resume_at: usize,
+}
+
+impl Paused {
+    /// `command`, parsed from the front of `at` (`consumed` bytes), stopped
+    /// `resume_at` bytes into its key list.
+    fn of(command: &Command<'_>, at: &[u8], consumed: usize, resume_at: usize) -> Paused {
+        let (keys, exptime, cas) = match command {
+            Command::Get { keys, cas } => (keys, None, *cas),
+            Command::Gat { exptime, keys, cas } => (keys, Some(*exptime), *cas),
+            _ => unreachable!("dlht-server invariant: only a multi-key get pauses"),
+        };
+        let list = keys.as_bytes();
+        let start = list.as_ptr() as usize - at.as_ptr() as usize;
+        Paused { consumed, keys: (start, start + list.len()), exptime, cas, resume_at }
+    }
+
+    /// The command again, from the same bytes at the front of `at`.
+    fn command<'a>(&self, at: &'a [u8]) -> Command<'a> {
+        let keys = Keys::new(&at[self.keys.0..self.keys.1]);
+        match self.exptime {
+            None => Command::Get { keys, cas: self.cas },
+            Some(exptime) => Command::Gat { exptime, keys, cas: self.cas },
+        }
     }
 }
 

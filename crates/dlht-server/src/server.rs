@@ -194,6 +194,7 @@ pub fn start(config: &Config) -> Result<Running, Error> {
             stop: Arc::clone(&stop),
             conns: Vec::new(),
             free: Vec::new(),
+            again: Vec::new(),
         };
         let handle = thread::Builder::new()
             .name(format!("dlht-worker-{i}"))
@@ -323,6 +324,9 @@ struct Worker {
     stop: Arc<AtomicBool>,
     /// Connections by token (index + FIRST_CONN); `None` is a free slot.
     conns: Vec<Option<(Conn, SocketAddr)>>,
+    /// Connections that yielded with work left ([`Conn::yielded`]), run
+    /// again after the next poll's events.
+    again: Vec<usize>,
     free: Vec<usize>,
 }
 
@@ -330,16 +334,25 @@ impl Worker {
     fn run(mut self) {
         let mut events = Events::with_capacity(1024);
         while !self.stop.load(Ordering::SeqCst) {
-            if let Err(e) = self.poll.poll(&mut events, None) {
+            // With connections to run again, only look for events.
+            let timeout = if self.again.is_empty() { None } else { Some(std::time::Duration::ZERO) };
+            if let Err(e) = self.poll.poll(&mut events, timeout) {
                 if e.kind() == io::ErrorKind::Interrupted {
                     continue;
                 }
                 break;
             }
+            let again = std::mem::take(&mut self.again);
             for event in events.iter() {
                 match event.token() {
                     WAKER => self.adopt(),
                     Token(t) => self.ready(t - FIRST_CONN, event.is_read_closed() || event.is_error()),
+                }
+            }
+            for index in again {
+                // (Unless an event of this round ran it again already.)
+                if !self.again.contains(&index) {
+                    self.ready(index, false);
                 }
             }
         }
@@ -387,6 +400,9 @@ impl Worker {
                     .is_ok());
         if keep {
             conn.set_interest(interest);
+            if conn.yielded() {
+                self.again.push(index);
+            }
             return;
         }
         if self.verbose > 0 {
