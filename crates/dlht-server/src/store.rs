@@ -625,6 +625,20 @@ impl Store {
                 }
                 out.extend_from_slice(b"END\r\n");
             }
+            Command::LongKeyAfter { keys, exptime } => {
+                // Each key's reply goes nowhere: one item's worth of memory
+                // at a time, however long the line.
+                let exptime = exptime.map(|e| self.clock.realtime(e));
+                let mut dropped = Vec::new();
+                for key in keys.clone() {
+                    match exptime {
+                        Some(exptime) => self.gat(key, exptime, false, now, &mut dropped, &guard),
+                        None => self.get(key, self.map.get(key, &guard), false, now, &mut dropped, &guard),
+                    }
+                    dropped.clear();
+                }
+                out.extend_from_slice(reply::CLIENT_ERROR_BAD_FORMAT);
+            }
             Command::Store { op, key, flags, exptime, data, cas_unique, noreply } => {
                 let exptime = self.clock.realtime(*exptime);
                 let r = self.store(*op, key, *flags, exptime, data, *cas_unique, now, out, &guard);

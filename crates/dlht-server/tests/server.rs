@@ -447,6 +447,13 @@ fn same_replies_as_memcached() {
     ] {
         requests.push(too_large(&line));
     }
+    // A gat with a key over 250 bytes after others: memcached touches those
+    // before it, then answers only the error.
+    let long = "k".repeat(251);
+    // (The set goes alone: memcached's error also drops the replies of
+    // earlier commands of the same read, STORED included.)
+    requests.push(b"set g 0 0 1\r\nv\r\n".to_vec());
+    requests.push(format!("gat 100 g nope {long} g\r\nmg g t\r\n").into_bytes());
     for request in &requests {
         let expected = normalize(&exchange(&mut theirs, request));
         let got = normalize(&exchange(&mut ours, request));

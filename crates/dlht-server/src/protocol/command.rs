@@ -119,6 +119,12 @@ pub enum Command<'a> {
     /// `gat <exptime> <key>*` and `gats` (`cas: true`). memcached accepts no
     /// key at all (and then replies just "END\r\n").
     Gat { exptime: i64, keys: Keys<'a>, cas: bool },
+    /// A get, gets, gat or gats (`exptime` given) with a key over
+    /// [`KEY_MAX_LENGTH`] bytes: memcached has already looked up (and
+    /// counted, and for a gat touched) the `keys` before it when it meets
+    /// it, then drops their replies and answers only "CLIENT_ERROR bad
+    /// command line format".
+    LongKeyAfter { keys: Keys<'a>, exptime: Option<i64> },
     /// `set`/`add`/`replace`/`append`/`prepend <key> <flags> <exptime>
     /// <bytes> [noreply]` and `cas <key> <flags> <exptime> <bytes> <cas
     /// unique> [noreply]`, with the data block (without its "\r\n").
@@ -189,6 +195,7 @@ impl Command<'_> {
             | Command::Decr { .. }
             | Command::Touch { .. }
             | Command::Gat { .. }
+            | Command::LongKeyAfter { exptime: Some(_), .. }
             | Command::FlushAll { .. } => true,
             Command::Meta(MetaCommand::Get { flags, .. }) => {
                 flags.iter().any(|f| matches!(f.flag, b'T' | b'N' | b'R'))
@@ -198,6 +205,7 @@ impl Command<'_> {
             ) => true,
             Command::Meta(MetaCommand::Debug { .. } | MetaCommand::Noop) => false,
             Command::Get { .. }
+            | Command::LongKeyAfter { exptime: None, .. }
             | Command::Version
             | Command::Verbosity { .. }
             | Command::Quit

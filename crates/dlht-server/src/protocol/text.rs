@@ -227,11 +227,18 @@ fn retrieval<'a>(t: &Line<'a>, line_len: usize, cas: bool, touch: bool) -> Parse
         }
         keys_after = 1;
     }
-    let keys = Tokens::new(t.rest_after(keys_after));
+    let list = t.rest_after(keys_after);
+    let keys = Tokens::new(list);
     // memcached fails the whole command on a long key, and drops the values
-    // it had already queued for the keys before it.
-    if keys.clone().any(|key| key.len() > KEY_MAX_LENGTH) {
-        return error(reply::CLIENT_ERROR_BAD_FORMAT, line_len);
+    // it had already queued for the keys before it (whose lookups and
+    // touches it has made, though).
+    if let Some(long) = keys.clone().find(|key| key.len() > KEY_MAX_LENGTH) {
+        let before = Tokens::new(&list[..long.as_ptr() as usize - list.as_ptr() as usize]);
+        let exptime = touch.then_some(exptime);
+        return Parsed::Command {
+            command: Command::LongKeyAfter { keys: before, exptime },
+            consumed: line_len,
+        };
     }
     let command = if touch { Command::Gat { exptime, keys, cas } } else { Command::Get { keys, cas } };
     Parsed::Command { command, consumed: line_len }
@@ -638,7 +645,8 @@ mod tests {
     fn get_with_long_key_fails_whole_command() {
         // "get <250 k>" → END; "get <251 k>", "get a b <251 k>", with the
         // long key 23rd or 30th → "CLIENT_ERROR bad command line format"
-        // only (memcached drops the VALUEs already queued for a hit on "a").
+        // only (memcached drops the VALUEs already queued for a hit on "a",
+        // having looked the keys before it up: `LongKeyAfter` holds them).
         let k250 = [b'k'; 250];
         let mut line = b"get ".to_vec();
         line.extend_from_slice(&k250);
@@ -649,13 +657,16 @@ mod tests {
             line.extend_from_slice(&b"a ".repeat(before));
             line.extend_from_slice(&[b'k'; 251]);
             line.extend_from_slice(b"\r\n");
-            assert_eq!(trace(&line), [err(CLIENT_ERROR_BAD_FORMAT, line.len())]);
+            let prefix = [&b" "[..], &b"a ".repeat(before)].concat();
+            let command = Command::LongKeyAfter { keys: keys(&prefix), exptime: None };
+            assert_eq!(trace(&line), [cmd(command, line.len())]);
         }
-        // "gat 10 <251 k>" → bad command line format.
-        let mut line = b"gat 10 ".to_vec();
+        // "gat 10 b <251 k> c" → bad command line format, b touched.
+        let mut line = b"gat 10 b ".to_vec();
         line.extend_from_slice(&[b'k'; 251]);
-        line.extend_from_slice(b"\r\n");
-        assert_eq!(trace(&line), [err(CLIENT_ERROR_BAD_FORMAT, line.len())]);
+        line.extend_from_slice(b" c\r\n");
+        let command = Command::LongKeyAfter { keys: keys(b" b "), exptime: Some(10) };
+        assert_eq!(trace(&line), [cmd(command, line.len())]);
     }
 
     // ---- storage
