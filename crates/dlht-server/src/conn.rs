@@ -65,6 +65,13 @@ pub struct Conn {
     /// The last event stopped with work left that no readiness event will
     /// announce (see [`Conn::yielded`]).
     yielded: bool,
+    /// An event said the peer closed its side (or the socket failed): read
+    /// to the end from now on, as no later event may say it again.
+    read_closed: bool,
+    /// The peer closed its side: nothing more arrives, but every complete
+    /// command it sent is still answered before the connection closes (a
+    /// client may half-close after its last request and read the replies).
+    eof: bool,
     /// The interest the stream is registered with.
     interest: Interest,
     /// The users, while the connection has still to log in (`-Y`).
@@ -96,6 +103,8 @@ impl Conn {
             backlogged: false,
             paused: None,
             yielded: false,
+            read_closed: false,
+            eof: false,
             interest: Self::INITIAL_INTEREST,
             auth,
             fresh: true,
@@ -173,6 +182,7 @@ impl Conn {
 
     fn drive(&mut self, store: &Store, limits: &Limits, read_closed: bool) -> io::Result<State> {
         self.yielded = false;
+        self.read_closed |= read_closed;
         // Backlogged input (a long multi-get's rest) parsed per event: one
         // pass of up to MAX_PENDING_OUTPUT bytes of replies, then the other
         // connections' turn.
@@ -204,6 +214,12 @@ impl Conn {
                 self.process(store, limits);
                 continue;
             }
+            if self.eof {
+                // Every complete command is answered (a partial one is
+                // dropped): close once the replies are sent.
+                self.closing = true;
+                continue;
+            }
             if !self.input.is_empty() && self.swallow == 0 && self.input.len() >= input_bound(limits) {
                 // An incomplete command larger than any valid one (only an
                 // endless get line can do this): memcached would run out of
@@ -219,13 +235,13 @@ impl Conn {
             match read {
                 Ok(0) => {
                     self.input.truncate(len);
-                    // The client left (perhaps mid-command): drop it.
-                    return Ok(State::Closed);
+                    // The client left or half-closed (perhaps mid-command).
+                    self.eof = true;
                 }
                 Ok(n) => {
                     self.input.truncate(len + n);
                     self.process(store, limits);
-                    if n < room && !self.backlogged && !read_closed {
+                    if n < room && !self.backlogged && !self.read_closed {
                         // A short read emptied the socket: bytes (or the
                         // peer's close) arriving later raise a new
                         // edge-triggered event, so the read that would only

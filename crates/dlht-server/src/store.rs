@@ -65,6 +65,13 @@ pub enum Progress {
     },
 }
 
+/// An item's data as `incr`, `decr` and `ma` read it: memcached's strtoull
+/// on the data as a C string (followed by "\r\n" in its item: the end of
+/// the data is fine, and so is a NUL byte after the digits).
+fn data_number(data: &[u8]) -> Option<u64> {
+    safe_strtoull(data.split(|&b| b == 0).next().unwrap_or_default())
+}
+
 /// The offset in `list` just past `key`, one of its tokens.
 fn end_within(list: &[u8], key: &[u8]) -> usize {
     key.as_ptr() as usize + key.len() - list.as_ptr() as usize
@@ -911,11 +918,8 @@ impl Store {
         let mut grew = false;
         let judged = self.modify(key, now, out, guard, |live, buf| {
             let Some(item) = live else { return Verdict::Keep(&b"NOT_FOUND\r\n"[..]) };
-            // memcached: "Can't delta zero byte values"; then strtoull on
-            // the data as a C string (followed by "\r\n" in its item: end of
-            // data is fine, and so is a NUL byte after the digits).
-            let c_string = item.data.split(|&b| b == 0).next().unwrap_or_default();
-            let Some(old) = (!item.data.is_empty()).then(|| safe_strtoull(c_string)).flatten() else {
+            // memcached: "Can't delta zero byte values"; then strtoull.
+            let Some(old) = (!item.data.is_empty()).then(|| data_number(item.data)).flatten() else {
                 return Verdict::Keep(CLIENT_ERROR_NON_NUMERIC);
             };
             value = if incr { old.wrapping_add(delta) } else { old.saturating_sub(delta) };

@@ -403,6 +403,42 @@ fn a_multi_get_reply_is_built_as_the_client_reads() {
     assert!(server.alive());
 }
 
+/// A client that sends its requests, half-closes its side and then reads
+/// gets every reply, then the server's close (memcached answers all it
+/// received): a large multi-get reply the client reads late, then a second
+/// write of small gets, then `shutdown(Write)`.
+#[test]
+fn a_half_closed_client_gets_every_reply_then_a_close() {
+    let server = ChildServer::start(&["-t", "1"]);
+    let addr = server.addr;
+    let value = vec![b'v'; 100 * 1024];
+    let mut setter = connect(addr);
+    let set = [format!("set big 0 0 {}\r\n", value.len()).as_bytes(), &value, b"\r\n"].concat();
+    roundtrip(&mut setter, &set, b"STORED\r\n");
+    roundtrip(&mut setter, b"set a 0 0 1\r\nx\r\n", b"STORED\r\n");
+    let per_big = format!("VALUE big 0 {}\r\n", value.len()).len() + value.len() + 2;
+    let expected = 300 * per_big + 5 + 5 * b"VALUE a 0 1\r\nx\r\nEND\r\n".len();
+    for round in 0..5 {
+        let mut c = connect(addr);
+        c.write_all(format!("get{}\r\n", " big".repeat(300)).as_bytes()).unwrap();
+        thread::sleep(Duration::from_millis(20));
+        c.write_all(&b"get a\r\n".repeat(5)).unwrap();
+        c.shutdown(Shutdown::Write).unwrap();
+        thread::sleep(Duration::from_millis(200));
+        // Every byte, then the close (a read of 0), within the timeout.
+        let mut got = 0;
+        let mut buf = vec![0; 1 << 16];
+        loop {
+            match c.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(e) => panic!("round {round}: {got} of {expected} bytes, then {e} (no close)"),
+            }
+        }
+        assert_eq!(got, expected, "round {round}: replies lost before the close");
+    }
+}
+
 /// The value set for key `i` in round `round`: 1 KiB, naming both.
 fn storm_value(i: usize, round: usize) -> Vec<u8> {
     let mut v = format!("{i}:{round}:").into_bytes();

@@ -423,6 +423,8 @@ fn same_replies_as_memcached() {
         // Digits then a NUL byte: a number to memcached (its data is a C
         // string), rewritten in place with a space over the NUL.
         b"set z 0 0 2\r\n1\0\r\nincr z 1\r\nget z\r\nset y 0 0 2\r\n1a\r\nincr y 1\r\n",
+        // ma reads the data as a C string too.
+        b"set n 0 0 3\r\n12\0\r\nma n\r\nmg n v\r\n",
         // h: whether the item was fetched before this request.
         b"set h 0 0 1\r\nv\r\nmg h h\r\nmg h h v\r\nset h 0 0 1\r\nw\r\nmg h s h\r\nget h\r\nmg h h\r\n",
     ];

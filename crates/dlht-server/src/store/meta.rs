@@ -33,11 +33,10 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use dlht::Guard;
 
-use super::{bump, Dead, Store, Verdict};
+use super::{bump, data_number, Dead, Store, Verdict};
 use super::{CLIENT_ERROR_NON_NUMERIC, SERVER_ERROR_OUT_OF_MEMORY, SERVER_ERROR_OUT_OF_MEMORY_STORING};
 use crate::item::{self, ItemRef, Meta};
 use crate::protocol::meta::{ArithMode, MetaCommand, MetaFlags, MetaKey, SetMode};
-use crate::protocol::num::safe_strtoull;
 use crate::protocol::text::{Limits, KEY_MAX_LENGTH};
 
 /// memcached's `sizeof(item)` on 64-bit builds, for `me`'s `size`.
@@ -426,7 +425,7 @@ impl Store {
             if req_cas != 0 && item.cas != req_cas {
                 return Verdict::Keep(b"EX");
             }
-            let Some(old) = safe_strtoull(item.data) else {
+            let Some(old) = data_number(item.data) else {
                 return Verdict::Keep(CLIENT_ERROR_NON_NUMERIC);
             };
             let value = if incr { old.wrapping_add(delta) } else { old.saturating_sub(delta) };
