@@ -760,13 +760,28 @@ pub fn run(a: CompareArgs) -> (Run, PathBuf) {
         out.notes.extend(peers.iter().filter_map(|c| prepopulation(c.as_ref())));
         let members: Vec<&dyn Contender> = anchors.iter().chain(&peers).map(|c| c.as_ref()).collect();
         plan.run_group(group, group > 0 || more, &members, group == 0, &mut out);
-        drop(peers);
+        drop(members);
+        // Freeing tables of 2^25 keys entry by entry (flurry, papaya) takes
+        // a minute: a phase of its own, so a piped run still talks.
+        let freeing = Progress::new("Freeing", peers.len() as u64, "tables");
+        for c in peers {
+            freeing.set_message(format!("the table of {}", c.name()));
+            drop(c);
+            freeing.inc(1);
+        }
+        drop(freeing);
         group += 1;
         if !more {
             break;
         }
     }
-    drop(anchors);
+    let freeing = Progress::new("Freeing", anchors.len() as u64, "tables");
+    for c in anchors {
+        freeing.set_message(format!("the table of {}", c.name()));
+        drop(c);
+        freeing.inc(1);
+    }
+    drop(freeing);
     drop((arr, twin_arr));
     let Outcome { measurements, mut latency, mut notes } = out;
 
