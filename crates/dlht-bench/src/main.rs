@@ -1,8 +1,10 @@
 //! dlht-bench: the DLHT evaluation as one command.
 //!
 //! `cargo run --release -p dlht-bench` compares dlht (unbatched, batched,
-//! single-thread) with papaya, dashmap, scc, flurry, leapfrog, std's
-//! RwLock<HashMap> and (one thread) hashbrown on the paper's workloads, in
+//! single-thread) with papaya, dashmap, scc, flurry, std's
+//! RwLock<HashMap> and (one thread) hashbrown on the paper's workloads (and
+//! GrowT and Boost's concurrent_flat_map when built in; leapfrog on
+//! request), in
 //! interleaved rounds with the machine's memory limit, and writes CSV,
 //! JSON and plots. `dlht-bench
 //! baseline|batching|hashers|sizes|counters|drain|memory|server|persist|persist-bytes|profile`

@@ -67,7 +67,7 @@ pub struct CompareArgs {
     #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub threads: Option<Vec<u16>>,
     /// Prepopulated keys: 2^N (default 25; --quick: 24). Memory-resident
-    /// by default: 2^25 keys are a 2 GiB dlht index, far beyond the L3
+    /// by default: 2^25 keys are a 1 GiB dlht index, far beyond the L3
     /// cache. All systems' tables are held at once, so the rounds can
     /// interleave them: 2^25 needs about 16 GiB. The paper uses 100M keys
     /// (`--keys-log2 27`, about 64 GiB).
