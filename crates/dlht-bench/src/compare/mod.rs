@@ -620,6 +620,17 @@ impl Plan<'_> {
     }
 }
 
+/// Drop `tables` as a phase of its own: freeing tables of 2^25 keys entry
+/// by entry (flurry, papaya) takes a minute, and a piped run still talks.
+fn free_tables(tables: Vec<Box<dyn Contender>>) {
+    let freeing = Progress::new("Freeing", tables.len() as u64, "tables");
+    for c in tables {
+        freeing.set_message(format!("the table of {}", c.name()));
+        drop(c);
+        freeing.inc(1);
+    }
+}
+
 /// Run the comparison; the run and the folder its files went to.
 pub fn run(a: CompareArgs) -> (Run, PathBuf) {
     let set = Settings::of(&a);
@@ -761,27 +772,13 @@ pub fn run(a: CompareArgs) -> (Run, PathBuf) {
         let members: Vec<&dyn Contender> = anchors.iter().chain(&peers).map(|c| c.as_ref()).collect();
         plan.run_group(group, group > 0 || more, &members, group == 0, &mut out);
         drop(members);
-        // Freeing tables of 2^25 keys entry by entry (flurry, papaya) takes
-        // a minute: a phase of its own, so a piped run still talks.
-        let freeing = Progress::new("Freeing", peers.len() as u64, "tables");
-        for c in peers {
-            freeing.set_message(format!("the table of {}", c.name()));
-            drop(c);
-            freeing.inc(1);
-        }
-        drop(freeing);
+        free_tables(peers);
         group += 1;
         if !more {
             break;
         }
     }
-    let freeing = Progress::new("Freeing", anchors.len() as u64, "tables");
-    for c in anchors {
-        freeing.set_message(format!("the table of {}", c.name()));
-        drop(c);
-        freeing.inc(1);
-    }
-    drop(freeing);
+    free_tables(anchors);
     drop((arr, twin_arr));
     let Outcome { measurements, mut latency, mut notes } = out;
 
