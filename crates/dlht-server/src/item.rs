@@ -3,12 +3,57 @@
 //! version of the value (values are immutable in the map).
 //!
 //! Layout, little-endian: `client_flags: u32`, `exptime: u32` (server clock
-//! seconds, 0 = never), `time: u32` (server clock second of the last
-//! modification, for `flush_all`'s "oldest live" rule), `cas: u64`, then the
-//! data (without its "\r\n").
+//! seconds, 0 = never), the time word ([`TimeWord`]: the server clock second
+//! of the last modification, for `flush_all`'s "oldest live" rule, in its
+//! low 30 bits, and memcached's `ITEM_TOKEN_SENT` and `ITEM_STALE` item
+//! flags in its top two), `cas: u64`, then the data (without its "\r\n").
+//! An item written before the two flags existed reads as neither.
 
 /// Bytes of metadata ahead of an item's data.
 pub const HEADER: usize = 20;
+
+/// The third word of the header: the time of the last modification and
+/// the meta protocol's stale-while-revalidate flags.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TimeWord(u32);
+
+impl TimeWord {
+    /// The bits of the time (34 years of server clock).
+    pub const TIME_MASK: u32 = (1 << 30) - 1;
+    /// memcached's `ITEM_TOKEN_SENT`: an `mg` has handed out the win token.
+    pub const TOKEN_SENT: u32 = 1 << 30;
+    /// memcached's `ITEM_STALE`: invalidated (`md I`, `ms I`).
+    pub const STALE: u32 = 1 << 31;
+
+    /// The word of `meta`.
+    pub const fn of(meta: &Meta) -> TimeWord {
+        TimeWord(
+            meta.time & Self::TIME_MASK
+                | if meta.token_sent { Self::TOKEN_SENT } else { 0 }
+                | if meta.stale { Self::STALE } else { 0 },
+        )
+    }
+    /// A word read from an item.
+    pub const fn from_bits(w: u32) -> TimeWord {
+        TimeWord(w)
+    }
+    /// The word to store.
+    pub const fn bits(self) -> u32 {
+        self.0
+    }
+    /// The time of the last modification.
+    pub const fn time(self) -> u32 {
+        self.0 & Self::TIME_MASK
+    }
+    /// True once an `mg` handed out the win token.
+    pub const fn token_sent(self) -> bool {
+        self.0 & Self::TOKEN_SENT != 0
+    }
+    /// True if invalidated.
+    pub const fn stale(self) -> bool {
+        self.0 & Self::STALE != 0
+    }
+}
 
 /// An item's metadata, as stored ahead of its data.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -22,6 +67,21 @@ pub struct Meta {
     pub time: u32,
     /// The cas unique of this version.
     pub cas: u64,
+    /// Invalidated by `md I` or `ms I` (memcached's `ITEM_STALE`): `mg`
+    /// answers `X`, and hands the first fetcher the win token (`W`).
+    pub stale: bool,
+    /// The win token was handed out (memcached's `ITEM_TOKEN_SENT`): later
+    /// `mg`s answer `Z`.
+    pub token_sent: bool,
+}
+
+impl Meta {
+    /// The same metadata without the stale-while-revalidate flags: what a
+    /// new item (memcached allocates one for a store, an append, a number
+    /// that grew) starts with.
+    pub fn fresh(self) -> Meta {
+        Meta { stale: false, token_sent: false, ..self }
+    }
 }
 
 /// A decoded item borrowing its data from the stored bytes.
@@ -35,6 +95,10 @@ pub struct ItemRef<'a> {
     pub time: u32,
     /// The cas unique of this version.
     pub cas: u64,
+    /// See [`Meta::stale`].
+    pub stale: bool,
+    /// See [`Meta::token_sent`].
+    pub token_sent: bool,
     /// The data, without "\r\n".
     pub data: &'a [u8],
 }
@@ -42,7 +106,14 @@ pub struct ItemRef<'a> {
 impl ItemRef<'_> {
     /// The metadata alone.
     pub fn meta(&self) -> Meta {
-        Meta { flags: self.flags, exptime: self.exptime, time: self.time, cas: self.cas }
+        Meta {
+            flags: self.flags,
+            exptime: self.exptime,
+            time: self.time,
+            cas: self.cas,
+            stale: self.stale,
+            token_sent: self.token_sent,
+        }
     }
 }
 
@@ -50,7 +121,7 @@ impl ItemRef<'_> {
 pub fn push_header(buf: &mut Vec<u8>, meta: &Meta) {
     buf.extend_from_slice(&meta.flags.to_le_bytes());
     buf.extend_from_slice(&meta.exptime.to_le_bytes());
-    buf.extend_from_slice(&meta.time.to_le_bytes());
+    buf.extend_from_slice(&TimeWord::of(meta).bits().to_le_bytes());
     buf.extend_from_slice(&meta.cas.to_le_bytes());
 }
 
@@ -78,7 +149,16 @@ pub fn decode(bytes: &[u8]) -> Option<ItemRef<'_>> {
     let (head, data) = bytes.split_at_checked(HEADER)?;
     let u32_at = |i: usize| head.get(i..i + 4).and_then(|b| b.try_into().ok()).map(u32::from_le_bytes);
     let cas = head.get(12..20).and_then(|b| b.try_into().ok()).map(u64::from_le_bytes)?;
-    Some(ItemRef { flags: u32_at(0)?, exptime: u32_at(4)?, time: u32_at(8)?, cas, data })
+    let word = TimeWord::from_bits(u32_at(8)?);
+    Some(ItemRef {
+        flags: u32_at(0)?,
+        exptime: u32_at(4)?,
+        time: word.time(),
+        cas,
+        stale: word.stale(),
+        token_sent: word.token_sent(),
+        data,
+    })
 }
 
 #[cfg(test)]
@@ -87,13 +167,31 @@ mod tests {
 
     #[test]
     fn round_trip() {
-        let meta = Meta { flags: 0xdead_beef, exptime: 7, time: 62, cas: u64::MAX - 1 };
         let mut buf = Vec::new();
-        encode(&mut buf, &meta, b"hello");
-        assert_eq!(buf.len(), HEADER + 5);
-        let item = decode(&buf).unwrap();
-        assert_eq!(item.meta(), meta);
-        assert_eq!(item.data, b"hello");
+        for (stale, token_sent) in [(false, false), (true, false), (false, true), (true, true)] {
+            let meta =
+                Meta { flags: 0xdead_beef, exptime: 7, time: 62, cas: u64::MAX - 1, stale, token_sent };
+            encode(&mut buf, &meta, b"hello");
+            assert_eq!(buf.len(), HEADER + 5);
+            let item = decode(&buf).unwrap();
+            assert_eq!(item.meta(), meta);
+            assert_eq!(item.data, b"hello");
+            assert_eq!(item.meta().fresh(), Meta { stale: false, token_sent: false, ..meta });
+        }
+    }
+
+    #[test]
+    fn time_word_keeps_the_time_apart_from_the_flags() {
+        // An item of an older layout (the time alone) reads as neither flag.
+        let old = TimeWord::from_bits(123_456);
+        assert_eq!((old.time(), old.stale(), old.token_sent()), (123_456, false, false));
+        let full = Meta { time: TimeWord::TIME_MASK, stale: true, token_sent: true, ..Meta::default() };
+        let w = TimeWord::of(&full);
+        assert_eq!((w.time(), w.stale(), w.token_sent()), (TimeWord::TIME_MASK, true, true));
+        assert_eq!(w.bits(), u32::MAX);
+        // A time past 30 bits keeps its low bits and never sets a flag.
+        let w = TimeWord::of(&Meta { time: u32::MAX, ..Meta::default() });
+        assert_eq!((w.time(), w.stale(), w.token_sent()), (TimeWord::TIME_MASK, false, false));
     }
 
     #[test]

@@ -842,7 +842,7 @@ impl Store {
         let limits = Limits { max_item_size: self.settings.max_item_size, ..Limits::default() };
         let judged = self.modify(key, now, out, guard, |live, buf| {
             // memcached takes a cas unique only for an item it links.
-            let fresh = || Meta { flags, exptime, time: now, cas: self.next_cas() };
+            let fresh = || Meta { flags, exptime, time: now, cas: self.next_cas(), ..Meta::default() };
             match (op, live) {
                 (StoreOp::Set, _) | (StoreOp::Add, None) | (StoreOp::Replace, Some(_)) => {
                     item::push(buf, &fresh(), &[data]);
@@ -862,7 +862,8 @@ impl Store {
                     return Verdict::Keep(&b"NOT_STORED\r\n"[..]);
                 }
                 (StoreOp::Append | StoreOp::Prepend, Some(item)) => {
-                    let meta = Meta { cas: self.next_cas(), time: now, ..item.meta() };
+                    // A new item in memcached: not stale, no token sent.
+                    let meta = Meta { cas: self.next_cas(), time: now, ..item.meta().fresh() };
                     let parts = if op == StoreOp::Append { [item.data, data] } else { [data, item.data] };
                     item::push(buf, &meta, &parts);
                 }
@@ -923,14 +924,15 @@ impl Store {
                 return Verdict::Keep(CLIENT_ERROR_NON_NUMERIC);
             };
             value = if incr { old.wrapping_add(delta) } else { old.saturating_sub(delta) };
-            let meta = Meta { cas: self.next_cas(), time: now, ..item.meta() };
-            item::push_header(buf, &meta);
+            let len = meta::decimal_len(value);
+            // memcached rewrites the number in place when it fits, padding
+            // with spaces to the old length; else it makes a new item
+            // (which starts neither stale nor with a token sent).
+            grew = len > item.data.len();
+            let kept = if grew { item.meta().fresh() } else { item.meta() };
+            item::push_header(buf, &Meta { cas: self.next_cas(), time: now, ..kept });
             let digits = buf.len();
             let _ = write!(buf, "{value}");
-            let len = buf.len() - digits;
-            // memcached rewrites the number in place when it fits, padding
-            // with spaces to the old length; else it makes a new item.
-            grew = len > item.data.len();
             buf.resize(digits + len.max(item.data.len()), b' ');
             Verdict::Store
         });

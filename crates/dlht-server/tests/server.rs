@@ -456,6 +456,43 @@ fn same_replies_as_memcached() {
     // earlier commands of the same read, STORED included.)
     requests.push(b"set g 0 0 1\r\nv\r\n".to_vec());
     requests.push(format!("gat 100 g nope {long} g\r\nmg g t\r\n").into_bytes());
+    // Stale-while-revalidate: md I and ms I (an older cas) mark an item
+    // stale; its first mg wins the token ("X W"), later ones see it taken
+    // ("Z X"); a vivify (N) and a recache (R) hand it out once too. A new
+    // item (set, append, a number that grew) starts fresh; a touch, gat and
+    // an in-place incr keep the marks.
+    requests.push(b"ms s 1 T100 c\r\nx\r\nms s 1 I C1 c T5\r\ny\r\nmg s v t\r\nmg s v t\r\n".to_vec());
+    requests.push(
+        b"ms w 2 T50 F3\r\nhi\r\nmd w I T30 k\r\nmg w v f\r\nmg w v f\r\nmd w I\r\nmg w\r\nmg w\r\n".to_vec(),
+    );
+    requests
+        .push(b"ms w 1 I C2\r\nz\r\nmg w v\r\nmg new N30 s t v\r\nmg new s t v\r\nmg new N30 v\r\n".to_vec());
+    requests.push(b"ms r 1 T100\r\nx\r\nmg r R200 t\r\nmg r R200 t\r\nmg r t\r\n".to_vec());
+    requests.push(
+        b"ms st 1\r\n9\r\nmd st I\r\nma st v\r\nmg st v\r\nmd st I\r\nms st 1 MA\r\n1\r\nmg st v\r\n"
+            .to_vec(),
+    );
+    requests.push(
+        b"md st I\r\ntouch st 100\r\nmg st v\r\nmd st I\r\nmg st T10 v\r\ngat 100 st\r\nmg st v\r\n".to_vec(),
+    );
+    requests.push(
+        b"set st 0 0 1\r\n1\r\nmd st I\r\nincr st 1\r\nmg st v\r\nincr st 1000000\r\nmg st v\r\n".to_vec(),
+    );
+    // An opaque over 32 bytes: mg and ma find it after they acted (a
+    // vivify, the flags before it, a delta), md before.
+    let o33 = format!("O{}", "x".repeat(32));
+    requests.push(
+        format!("mg miss {o33}\r\nmg miss {o33} q\r\nmg viv N30 {o33} t v\r\nmg viv t v\r\n").into_bytes(),
+    );
+    requests.push(
+        format!("mg viv2 {o33} N30 t\r\nmg viv2 t v\r\nms h 1 T100\r\nx\r\nmg h T50 {o33} t\r\nmg h t\r\n")
+            .into_bytes(),
+    );
+    requests.push(
+        format!("mg h {o33} T20 t\r\nmg h t\r\nms n 1\r\n5\r\nma n {o33} v\r\nmg n v\r\n").into_bytes(),
+    );
+    requests
+        .push(format!("ma zz {o33}\r\nma zn N0 {o33}\r\nmg zn v\r\nmd n {o33}\r\nmg n v\r\n").into_bytes());
     for request in &requests {
         let expected = normalize(&exchange(&mut theirs, request));
         let got = normalize(&exchange(&mut ours, request));

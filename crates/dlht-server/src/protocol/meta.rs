@@ -22,7 +22,7 @@ pub use super::command::{ArithMode, MetaCommand, MetaFlag, MetaFlags, MetaKey, S
 /// tokens (the terminal one makes 20): 17 flags for mg/md/ma, 16 for ms.
 const MAX_META_TOKENS: usize = 20;
 /// memcached's `MFLAG_MAX_OPAQUE_LENGTH`: an `O` token, `O` included.
-const MAX_OPAQUE_TOKEN: usize = 32;
+pub(crate) const MAX_OPAQUE_TOKEN: usize = 32;
 
 /// memcached's `process_*_command` for the two-byte `m?` commands.
 pub(crate) fn process<'a>(buf: &'a [u8], line_len: usize, t: &Line<'a>, limits: &Limits) -> Parsed<'a> {
@@ -137,12 +137,14 @@ fn meta_set<'a>(buf: &'a [u8], line_len: usize, t: &Line<'a>, limits: &Limits) -
 }
 
 fn opaque_too_long(command: &MetaCommand<'_>) -> bool {
+    // mg and ma find it while writing their reply, after they acted (a
+    // vivify, a touch, a delta): the store answers it for them.
     let flags = match command {
-        MetaCommand::Get { flags, .. }
-        | MetaCommand::Delete { flags, .. }
-        | MetaCommand::Arithmetic { flags, .. }
-        | MetaCommand::Set { flags, .. } => flags,
-        MetaCommand::Debug { .. } | MetaCommand::Noop => return false,
+        MetaCommand::Delete { flags, .. } | MetaCommand::Set { flags, .. } => flags,
+        MetaCommand::Get { .. }
+        | MetaCommand::Arithmetic { .. }
+        | MetaCommand::Debug { .. }
+        | MetaCommand::Noop => return false,
     };
     flags.opaque.is_some_and(|o| o.len() + 1 > MAX_OPAQUE_TOKEN)
 }

@@ -134,10 +134,12 @@ fn mg_errors() {
     ] {
         one_error(input, reply);
     }
-    // "O" + 31 bytes → "EN O..."; + 32 → "opaque token too long".
+    // "O" + 31 bytes → "EN O..."; + 32 → "opaque token too long", which
+    // memcached finds while it writes the reply, after a vivify or a touch:
+    // parsed here, answered by the store.
     let opaque = [b'x'; 32];
     meta(&[b"mg k O", &opaque[..31], b"\r\n"].concat());
-    one_error(&[b"mg k O", &opaque[..], b"\r\n"].concat(), CLIENT_ERROR_OPAQUE_TOO_LONG);
+    assert_eq!(flags_of(&meta(&[b"mg k O", &opaque[..], b"\r\n"].concat())).opaque, Some(&opaque[..]));
 }
 
 #[test]
@@ -351,7 +353,8 @@ fn ma() {
         one_error(input, CLIENT_ERROR_INVALID_OR_DUPLICATE_FLAG);
     }
     let opaque33 = [&b"O"[..], &[b'x'; 32]].concat();
-    one_error(&[b"ma k ", &opaque33[..], b"\r\n"].concat(), CLIENT_ERROR_OPAQUE_TOO_LONG);
+    // Answered by the store, after the delta (as for mg).
+    assert_eq!(flags_of(&meta(&[b"ma k ", &opaque33[..], b"\r\n"].concat())).opaque, Some(&opaque33[1..]));
     // The mode is checked first.
     one_error(&[b"ma k ", &opaque33[..], b" MX\r\n"].concat(), CLIENT_ERROR_INVALID_MA_MODE);
 }

@@ -17,11 +17,6 @@
 //! - `l` and `me`'s `la` count from the last modification or touch (memcached
 //!   counts from the last access, bumped at most once a minute: the same
 //!   within a minute of a store);
-//! - stale items (`md ... I`, `ms ... I C<older>`) get their new cas (and TTL)
-//!   but no stale mark, so later `mg`s show neither `X` nor the `W` that
-//!   memcached hands the first fetcher of a stale item;
-//! - win tokens are not remembered: `mg` sends `W` on a vivify and on an `R`
-//!   hit every time, never `Z`;
 //! - whether a key is binary is not stored: `k` returns the key as the
 //!   request spelled it (`b` or not), where memcached returns a key stored
 //!   with `b` in base64 even to a request without `b`;
@@ -36,7 +31,8 @@ use dlht::Guard;
 use super::{bump, data_number, Dead, Store, Verdict};
 use super::{CLIENT_ERROR_NON_NUMERIC, SERVER_ERROR_OUT_OF_MEMORY, SERVER_ERROR_OUT_OF_MEMORY_STORING};
 use crate::item::{self, ItemRef, Meta};
-use crate::protocol::meta::{ArithMode, MetaCommand, MetaFlags, MetaKey, SetMode};
+use crate::protocol::meta::{ArithMode, MetaCommand, MetaFlags, MetaKey, SetMode, MAX_OPAQUE_TOKEN};
+use crate::protocol::reply::CLIENT_ERROR_OPAQUE_TOO_LONG;
 use crate::protocol::text::{Limits, KEY_MAX_LENGTH};
 
 /// memcached's `sizeof(item)` on 64-bit builds, for `me`'s `size`.
@@ -64,11 +60,18 @@ impl Store {
     }
 
     /// `mg`: a read, or a compare-and-replace when `T` touches a hit or `N`
-    /// vivifies a miss.
+    /// vivifies a miss; stale-while-revalidate as memcached's
+    /// `process_mget_command` (`X` for a stale item, `W` to the one fetcher
+    /// that wins the right to recompute, `Z` to the others).
     fn meta_get(&self, key: &MetaKey<'_>, flags: &MetaFlags<'_>, now: u32, out: &mut Vec<u8>, guard: &Guard) {
         let mut scratch = [0; KEY_MAX_LENGTH];
         let k = key.bytes(&mut scratch);
-        let ttl = flags.ttl.map(|t| self.clock.realtime(t));
+        // memcached finds an opaque too long while it writes the reply: after
+        // a vivify, and after the flags before it took effect (`T`, `N`).
+        let bad_opaque = flags.iter().position(|f| f.flag == b'O' && f.token.len() + 1 > MAX_OPAQUE_TOKEN);
+        let upto = bad_opaque.unwrap_or(usize::MAX);
+        let touches = flags.iter().take(upto).any(|f| f.flag == b'T');
+        let ttl = flags.ttl.filter(|_| touches).map(|t| self.clock.realtime(t));
         let vivify = flags.vivify_ttl.map(|t| self.clock.realtime(t));
         let recache = flags.recache_ttl.map(|t| self.clock.realtime(t));
         // The item to report on, whether this command created it, and
@@ -96,7 +99,7 @@ impl Store {
             let judged = self.modify(k, now, out, guard, |live, buf| match (live, ttl, vivify) {
                 (Some(item), Some(_), _) => {
                     seen = Some((item, false));
-                    let exptime = final_exptime(flags, item.exptime, false, ttl, vivify);
+                    let exptime = final_exptime(flags, upto, item.exptime, false, ttl, vivify);
                     item::push(buf, &Meta { exptime, ..item.meta() }, &[item.data]);
                     Verdict::Store
                 }
@@ -106,11 +109,17 @@ impl Store {
                 }
                 (None, _, Some(_)) => {
                     // memcached links an empty item with exptime 0, then
-                    // applies N and T in request order.
-                    let cas = self.next_cas();
-                    let exptime = final_exptime(flags, 0, true, ttl, vivify);
-                    item::push(buf, &Meta { flags: 0, exptime, time: now, cas }, &[]);
-                    seen = Some((ItemRef { flags: 0, exptime: 0, time: now, cas, data: b"" }, true));
+                    // applies N and T in request order; the vivifier wins
+                    // the token (unless the reply failed first).
+                    let meta = Meta {
+                        exptime: final_exptime(flags, upto, 0, true, ttl, vivify),
+                        time: now,
+                        cas: self.next_cas(),
+                        token_sent: bad_opaque.is_none(),
+                        ..Meta::default()
+                    };
+                    item::push(buf, &meta, &[]);
+                    seen = Some((ItemRef { exptime: 0, data: b"", ..meta_ref(&meta) }, true));
                     Verdict::Store
                 }
                 (None, _, None) => {
@@ -134,6 +143,11 @@ impl Store {
                 }
             }
         };
+        if bad_opaque.is_some() {
+            // memcached counts nothing on this path, and q hides nothing.
+            out.extend_from_slice(CLIENT_ERROR_OPAQUE_TOO_LONG);
+            return;
+        }
         let Some((item, created)) = found else {
             bump(&self.local().cmd_get);
             bump(&self.local().get_misses);
@@ -167,7 +181,13 @@ impl Store {
                     exptime = vivify.unwrap_or(exptime);
                     won = true;
                 }
-                b'R' if !created && exptime != 0 && recache.is_some_and(|r| exptime < r) => won = true,
+                b'R' if !item.token_sent
+                    && !created
+                    && exptime != 0
+                    && recache.is_some_and(|r| exptime < r) =>
+                {
+                    won = true
+                }
                 b's' => {
                     let _ = write!(out, " s{len}");
                 }
@@ -187,6 +207,23 @@ impl Store {
                 _ => {}
             }
         }
+        // A stale item's first fetcher wins the token too.
+        won |= item.stale && !item.token_sent;
+        // Only one fetcher wins: the token goes into the item (a vivified
+        // one was stored with it), and a fetcher that finds it taken, or
+        // the item replaced, since it read the item loses the race.
+        let mut token_sent = item.token_sent && !created;
+        if won && !created && !self.take_token(k, item.cas, now, guard) {
+            won = false;
+            token_sent = true;
+        }
+        // memcached's order: Z, X, then W.
+        if token_sent {
+            out.extend_from_slice(b" Z");
+        }
+        if item.stale {
+            out.extend_from_slice(b" X");
+        }
         if won {
             out.extend_from_slice(b" W");
         }
@@ -195,6 +232,20 @@ impl Store {
             out.extend_from_slice(item.data);
             out.extend_from_slice(b"\r\n");
         }
+    }
+
+    /// Mark the item of `key` whose cas is `cas` as having sent its win
+    /// token: false if another fetcher did first, or the item was replaced.
+    fn take_token(&self, key: &[u8], cas: u64, now: u32, guard: &Guard) -> bool {
+        let mut scratch = Vec::new();
+        let taken = self.modify(key, now, &mut scratch, guard, |live, buf| match live {
+            Some(item) if item.cas == cas && !item.token_sent => {
+                item::push(buf, &Meta { token_sent: true, ..item.meta() }, &[item.data]);
+                Verdict::Store
+            }
+            _ => Verdict::Keep(()),
+        });
+        matches!(taken, Ok(None))
     }
 
     /// `ms`: memcached's `do_store_item` for the mode, a `C` upgrading set
@@ -223,9 +274,11 @@ impl Store {
         let mut cas_counter: Option<&AtomicU64> = None;
         let judged = self.modify(k, now, out, guard, |live, buf| {
             cas_counter = None;
-            let mut fresh = |exptime| {
+            // (exptime, and memcached's stale and token-sent flags)
+            let mut fresh = |exptime, stale, token_sent| {
                 new_cas = self.next_cas();
-                item::push(buf, &Meta { flags: client_flags, exptime, time: now, cas: new_cas }, &[data]);
+                let meta = Meta { flags: client_flags, exptime, time: now, cas: new_cas, stale, token_sent };
+                item::push(buf, &meta, &[data]);
                 Verdict::Store
             };
             let Some(old) = live else {
@@ -234,7 +287,7 @@ impl Store {
                         cas_counter = Some(&self.local().cas_misses);
                         Verdict::Keep(&b"NF"[..])
                     }
-                    SetMode::Set | SetMode::Add => fresh(exptime),
+                    SetMode::Set | SetMode::Add => fresh(exptime, false, false),
                     SetMode::Replace | SetMode::Append | SetMode::Prepend => Verdict::Keep(b"NS"),
                 };
             };
@@ -242,11 +295,12 @@ impl Store {
             if cas_mode {
                 return if req_cas != 0 && req_cas == old.cas {
                     cas_counter = Some(&self.local().cas_hits);
-                    fresh(exptime)
+                    fresh(exptime, false, false)
                 } else if req_cas != 0 && flags.invalidate && req_cas < old.cas {
-                    // memcached's CAS_STALE: stored, keeping the old TTL.
+                    // memcached's CAS_STALE: stored stale, keeping the old
+                    // TTL and whether the token was sent.
                     cas_counter = Some(&self.local().cas_hits);
-                    fresh(old.exptime)
+                    fresh(old.exptime, true, old.token_sent)
                 } else {
                     cas_counter = Some(&self.local().cas_badval);
                     Verdict::Keep(b"EX")
@@ -254,14 +308,15 @@ impl Store {
             }
             match mode {
                 SetMode::Add => Verdict::Keep(b"NS"),
-                SetMode::Set | SetMode::Replace => fresh(exptime),
+                SetMode::Set | SetMode::Replace => fresh(exptime, false, false),
                 SetMode::Append | SetMode::Prepend if !matched => Verdict::Keep(b"EX"),
                 SetMode::Append | SetMode::Prepend => {
                     if !limits.item_fits(k.len(), old.flags, old.data.len().saturating_add(data.len())) {
                         return Verdict::Keep(b"NS");
                     }
                     new_cas = self.next_cas();
-                    let meta = Meta { cas: new_cas, time: now, ..old.meta() };
+                    // A new item in memcached: not stale, no token sent.
+                    let meta = Meta { cas: new_cas, time: now, ..old.meta().fresh() };
                     let parts = if mode == SetMode::Append { [old.data, data] } else { [data, old.data] };
                     item::push(buf, &meta, &parts);
                     Verdict::Store
@@ -325,8 +380,15 @@ impl Store {
                 None => Verdict::Keep(&b"NF"[..]),
                 Some(item) if cas_differs(&item) => Verdict::Keep(b"EX"),
                 Some(item) => {
-                    let meta =
-                        Meta { cas: self.next_cas(), exptime: ttl.unwrap_or(item.exptime), ..item.meta() };
+                    // memcached marks it stale and clears the token sent,
+                    // so that the next fetcher wins.
+                    let meta = Meta {
+                        cas: self.next_cas(),
+                        exptime: ttl.unwrap_or(item.exptime),
+                        stale: true,
+                        token_sent: false,
+                        ..item.meta()
+                    };
                     item::push(buf, &meta, &[item.data]);
                     Verdict::Store
                 }
@@ -403,6 +465,10 @@ impl Store {
         let req_cas = flags.compare_cas.unwrap_or(0);
         let ttl = flags.ttl.map(|t| self.clock.realtime(t));
         let vivify = flags.vivify_ttl.map(|t| self.clock.realtime(t));
+        // memcached finds an opaque too long while it writes the reply,
+        // after the delta (or vivify) and the flags before it took effect.
+        let bad_opaque = flags.iter().position(|f| f.flag == b'O' && f.token.len() + 1 > MAX_OPAQUE_TOKEN);
+        let upto = bad_opaque.unwrap_or(usize::MAX);
         let start = out.len();
         // (value, exptime before the flags apply, cas, created, grew)
         let mut done = (0u64, 0u32, 0u64, false, false);
@@ -413,8 +479,8 @@ impl Store {
                 }
                 let value = flags.initial.unwrap_or(0);
                 let cas = self.next_cas();
-                let exptime = final_exptime(flags, 0, true, ttl, vivify);
-                item::push_header(buf, &Meta { flags: 0, exptime, time: now, cas });
+                let exptime = final_exptime(flags, upto, 0, true, ttl, vivify);
+                item::push_header(buf, &Meta { exptime, time: now, cas, ..Meta::default() });
                 let _ = write!(buf, "{value}");
                 done = (value, 0, cas, true, false);
                 return Verdict::Store;
@@ -434,9 +500,13 @@ impl Store {
             let grew = len > item.data.len();
             // memcached applies T to the item it returns, which is the old,
             // unlinked one when the number grew: the new item keeps the TTL.
-            let exptime =
-                if grew { item.exptime } else { final_exptime(flags, item.exptime, false, ttl, vivify) };
-            item::push_header(buf, &Meta { cas, time: now, exptime, ..item.meta() });
+            // A number that grew is a new item: not stale, no token sent.
+            let (exptime, kept) = if grew {
+                (item.exptime, item.meta().fresh())
+            } else {
+                (final_exptime(flags, upto, item.exptime, false, ttl, vivify), item.meta())
+            };
+            item::push_header(buf, &Meta { cas, time: now, exptime, ..kept });
             let digits = buf.len();
             let _ = write!(buf, "{value}");
             // memcached rewrites a number that fits in place, space-padded.
@@ -458,11 +528,16 @@ impl Store {
                 return;
             }
         };
+        let bad_opaque = bad_opaque.is_some();
         match code {
             Some(error) if error == CLIENT_ERROR_NON_NUMERIC => out.extend_from_slice(error),
             Some(code) => {
                 if code == b"NF" {
                     bump(misses);
+                }
+                if bad_opaque {
+                    out.extend_from_slice(CLIENT_ERROR_OPAQUE_TOO_LONG);
+                    return;
                 }
                 out.extend_from_slice(code);
                 push_echo(out, flags, k, key.base64);
@@ -475,6 +550,10 @@ impl Store {
                 }
                 if !created {
                     bump(hits);
+                }
+                if bad_opaque {
+                    out.extend_from_slice(CLIENT_ERROR_OPAQUE_TOO_LONG);
+                    return;
                 }
                 // memcached's q hides a delta's reply, not a vivify's.
                 if flags.quiet && !created {
@@ -550,15 +629,17 @@ impl Store {
 }
 
 /// The exptime an item ends with after `T` (and, when this command created
-/// it, `N`) apply in request order from `start`.
+/// it, `N`) apply in request order from `start`, among the first `upto`
+/// flags.
 fn final_exptime(
     flags: &MetaFlags<'_>,
+    upto: usize,
     start: u32,
     created: bool,
     ttl: Option<u32>,
     vivify: Option<u32>,
 ) -> u32 {
-    flags.iter().fold(start, |exptime, f| match f.flag {
+    flags.iter().take(upto).fold(start, |exptime, f| match f.flag {
         b'T' => ttl.unwrap_or(exptime),
         b'N' if created => vivify.unwrap_or(exptime),
         _ => exptime,
@@ -566,7 +647,7 @@ fn final_exptime(
 }
 
 /// How many decimal digits `value` has.
-fn decimal_len(value: u64) -> usize {
+pub(super) fn decimal_len(value: u64) -> usize {
     value.checked_ilog10().map_or(1, |l| l as usize + 1)
 }
 
@@ -577,6 +658,19 @@ fn push_ttl(out: &mut Vec<u8>, exptime: u32, now: u32) {
         out.extend_from_slice(b" t-1");
     } else {
         let _ = write!(out, " t{}", exptime.wrapping_sub(now));
+    }
+}
+
+/// The item `meta` describes, without data.
+fn meta_ref(meta: &Meta) -> ItemRef<'static> {
+    ItemRef {
+        flags: meta.flags,
+        exptime: meta.exptime,
+        time: meta.time,
+        cas: meta.cas,
+        stale: meta.stale,
+        token_sent: meta.token_sent,
+        data: b"",
     }
 }
 
@@ -788,11 +882,13 @@ mod tests {
         assert_eq!(run(&s, "mg a t\r\n"), "HD t30\r\n");
         // R wins when the TTL is below it.
         assert_eq!(run(&s, "mg a R31 t\r\n"), "HD t30 W\r\n");
-        assert_eq!(run(&s, "mg a R30 t\r\n"), "HD t30\r\n");
+        // The token was sent: every later mg says so (Z), R or not.
+        assert_eq!(run(&s, "mg a R31 t\r\nmg a t\r\n"), "HD t30 Z\r\nHD t30 Z\r\n");
         // memcached: "mg new N30 s t v c" → "VA 0 s0 t30 c<n> W".
         assert_eq!(run(&s, "mg new N30 s t v c\r\n"), "VA 0 s0 t30 c2 W\r\n\r\n");
-        // Differs: memcached adds "Z" here (the token was sent).
-        assert_eq!(run(&s, "mg new s t v c\r\n"), "VA 0 s0 t30 c2\r\n\r\n");
+        // memcached: "Z" from then on (the vivifier holds the token).
+        assert_eq!(run(&s, "mg new s t v c\r\n"), "VA 0 s0 t30 c2 Z\r\n\r\n");
+        assert_eq!(run(&s, "mg new N30 v\r\n"), "VA 0 Z\r\n\r\n");
         s.clock().advance(30);
         assert_eq!(run(&s, "mg new v\r\nmg a v\r\n"), "EN\r\nEN\r\n");
         assert_eq!(stat(&s, "get_expired"), 2);
@@ -839,8 +935,9 @@ mod tests {
         // TTL); a newer one is EX.
         run(&s, "ms s 1 T100 c\r\nx\r\n");
         assert_eq!(run(&s, "ms s 1 I C1 c T5\r\ny\r\n"), "HD c8\r\n");
-        // Differs: memcached answers "VA 1 t100 X W" (stale, token won).
-        assert_eq!(run(&s, "mg s v t\r\n"), "VA 1 t100\r\ny\r\n");
+        // memcached: "VA 1 t100 X W" (stale, token won), then "Z X".
+        assert_eq!(run(&s, "mg s v t\r\n"), "VA 1 t100 X W\r\ny\r\n");
+        assert_eq!(run(&s, "mg s v t\r\n"), "VA 1 t100 Z X\r\ny\r\n");
         assert_eq!(run(&s, "ms s 1 I C1000 c\r\nz\r\n"), "EX c0\r\n");
         assert_eq!(
             [stat(&s, "cmd_set"), stat(&s, "cas_hits"), stat(&s, "cas_badval"), stat(&s, "cas_misses")],
@@ -856,13 +953,13 @@ mod tests {
         assert_eq!(run(&s, "md k C9 O6\r\n"), "EX O6\r\n");
         assert_eq!(run(&s, "md k C1 q\r\n"), "");
         assert_eq!(run(&s, "md k q\r\n"), "NF\r\n");
-        // md I: a new cas and TTL, the data kept (memcached also marks it
-        // stale: its next mg would add "X W").
+        // md I: a new cas and TTL, the data kept, marked stale: the next mg
+        // wins the token ("X W"), later ones see it taken ("Z X").
         run(&s, "ms w 2 T50 F3\r\nhi\r\n");
         assert_eq!(run(&s, "md w I T30 k\r\n"), "HD kw\r\n");
         assert_eq!(run(&s, "me w\r\n"), "ME w exp=-30 la=0 cas=3 fetch=no cls=1 size=66\r\n");
-        // Differs: memcached answers "VA 2 f3 X W".
-        assert_eq!(run(&s, "mg w v f\r\n"), "VA 2 f3\r\nhi\r\n");
+        assert_eq!(run(&s, "mg w v f\r\n"), "VA 2 f3 X W\r\nhi\r\n");
+        assert_eq!(run(&s, "mg w v f\r\n"), "VA 2 f3 Z X\r\nhi\r\n");
         assert_eq!(run(&s, "md zz I\r\n"), "NF\r\n");
         run(&s, "ms e 1 T-1\r\nx\r\n");
         assert_eq!(run(&s, "md e\r\n"), "NF\r\n");
@@ -934,6 +1031,26 @@ mod tests {
         });
         assert_eq!(run(&s, "ma c D0 v\r\n"), format!("VA 4\r\n{}\r\n", 4 * PER));
         assert_eq!(run(&s, "mg log s\r\n"), format!("HD s{}\r\n", 4 * PER));
+    }
+
+    /// Of many fetchers racing for a stale item's token, exactly one wins
+    /// ("W"); every other sees it taken ("Z X"), whatever the interleaving.
+    #[test]
+    fn one_fetcher_wins_a_stale_items_token() {
+        let s = store();
+        for round in 0..20 {
+            run(&s, &format!("ms k 1\r\n{}\r\nmd k I\r\n", round % 10));
+            let replies: Vec<String> = std::thread::scope(|scope| {
+                let s = &s;
+                let handles: Vec<_> = (0..4)
+                    .map(|_| scope.spawn(move || (0..8).map(|_| run(s, "mg k\r\n")).collect::<Vec<_>>()))
+                    .collect();
+                handles.into_iter().flat_map(|h| h.join().unwrap()).collect()
+            });
+            let wins = replies.iter().filter(|r| *r == "HD X W\r\n").count();
+            let lost = replies.iter().filter(|r| *r == "HD Z X\r\n").count();
+            assert_eq!((wins, lost), (1, replies.len() - 1), "round {round}: {replies:?}");
+        }
     }
 
     proptest::proptest! {
