@@ -202,6 +202,11 @@ impl Conn {
                     pos += consumed;
                     *closing |= close;
                 }
+                Parsed::BadDataChunk { reply, consumed } => {
+                    store.count_bad_data_chunk();
+                    out.extend_from_slice(reply);
+                    pos += consumed;
+                }
                 Parsed::Swallow { reply, line, remaining } => {
                     out.extend_from_slice(reply);
                     pos += line;

@@ -54,6 +54,9 @@ pub struct Conn {
     written: usize,
     /// Bytes of a refused data block still to be discarded as they arrive.
     swallow: usize,
+    /// The reply to that refusal, sent once the block is swallowed, as
+    /// memcached sends it (a client that never sends the block gets none).
+    swallowed_reply: &'static [u8],
     /// No more input is parsed: close once `out` is sent.
     closing: bool,
     /// Parsing stopped at [`MAX_PENDING_OUTPUT`] with input left to parse.
@@ -99,6 +102,7 @@ impl Conn {
             out: Vec::new(),
             written: 0,
             swallow: 0,
+            swallowed_reply: b"",
             closing: false,
             backlogged: false,
             paused: None,
@@ -281,7 +285,18 @@ impl Conn {
     /// them changed items, the replies wait for the disk ([`Store::durable`]).
     fn process(&mut self, store: &Store, limits: &Limits) {
         let Conn {
-            input, out, swallow, closing, written, backlogged, paused, auth, fresh, close_reason, ..
+            input,
+            out,
+            swallow,
+            swallowed_reply,
+            closing,
+            written,
+            backlogged,
+            paused,
+            auth,
+            fresh,
+            close_reason,
+            ..
         } = self;
         *backlogged = false;
         let mut changed = false;
@@ -289,6 +304,9 @@ impl Conn {
         let skip = (*swallow).min(input.len());
         pos += skip;
         *swallow -= skip;
+        if *swallow == 0 {
+            out.extend_from_slice(core::mem::take(swallowed_reply));
+        }
         'commands: while pos < input.len() && !*closing {
             if out.len() - *written > MAX_PENDING_OUTPUT {
                 *backlogged = true;
@@ -414,21 +432,32 @@ impl Conn {
                         *close_reason = Some("input memcached closes on (a line too long, HTTP)".into());
                     }
                 }
-                Parsed::Swallow { reply, line, remaining } => {
+                Parsed::BadDataChunk { reply, consumed } => {
+                    store.count_bad_data_chunk();
                     out.extend_from_slice(reply);
+                    pos += consumed;
+                }
+                Parsed::Swallow { reply, line, remaining } => {
                     pos += line;
                     let skip = remaining.min(input.len() - pos);
                     pos += skip;
                     *swallow = remaining - skip;
+                    *swallowed_reply = reply;
+                    if *swallow == 0 {
+                        out.extend_from_slice(core::mem::take(swallowed_reply));
+                    }
                 }
                 Parsed::Refused { unlink, reply, line, remaining } => {
                     store.unlink(&unlink);
                     changed = true;
-                    out.extend_from_slice(reply);
                     pos += line;
                     let skip = remaining.min(input.len() - pos);
                     pos += skip;
                     *swallow = remaining - skip;
+                    *swallowed_reply = reply;
+                    if *swallow == 0 {
+                        out.extend_from_slice(core::mem::take(swallowed_reply));
+                    }
                 }
             }
         }

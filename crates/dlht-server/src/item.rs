@@ -5,9 +5,10 @@
 //! Layout, little-endian: `client_flags: u32`, `exptime: u32` (server clock
 //! seconds, 0 = never), the time word ([`TimeWord`]: the server clock second
 //! of the last modification, for `flush_all`'s "oldest live" rule, in its
-//! low 30 bits, and memcached's `ITEM_TOKEN_SENT` and `ITEM_STALE` item
-//! flags in its top two), `cas: u64`, then the data (without its "\r\n").
-//! An item written before the two flags existed reads as neither.
+//! low 29 bits, and memcached's `ITEM_KEY_BINARY`, `ITEM_TOKEN_SENT` and
+//! `ITEM_STALE` item flags in its top three), `cas: u64`, then the data
+//! (without its "\r\n"). An item written before the flags existed reads
+//! as none of them.
 
 /// Bytes of metadata ahead of an item's data.
 pub const HEADER: usize = 20;
@@ -18,8 +19,11 @@ pub const HEADER: usize = 20;
 pub struct TimeWord(u32);
 
 impl TimeWord {
-    /// The bits of the time (34 years of server clock).
-    pub const TIME_MASK: u32 = (1 << 30) - 1;
+    /// The bits of the time (17 years of server clock).
+    pub const TIME_MASK: u32 = (1 << 29) - 1;
+    /// memcached's `ITEM_KEY_BINARY`: stored by an `ms` whose key came in
+    /// base64 (`b`), so `k` and `me` give it back in base64.
+    pub const KEY_BINARY: u32 = 1 << 29;
     /// memcached's `ITEM_TOKEN_SENT`: an `mg` has handed out the win token.
     pub const TOKEN_SENT: u32 = 1 << 30;
     /// memcached's `ITEM_STALE`: invalidated (`md I`, `ms I`).
@@ -29,6 +33,7 @@ impl TimeWord {
     pub const fn of(meta: &Meta) -> TimeWord {
         TimeWord(
             meta.time & Self::TIME_MASK
+                | if meta.key_binary { Self::KEY_BINARY } else { 0 }
                 | if meta.token_sent { Self::TOKEN_SENT } else { 0 }
                 | if meta.stale { Self::STALE } else { 0 },
         )
@@ -44,6 +49,10 @@ impl TimeWord {
     /// The time of the last modification.
     pub const fn time(self) -> u32 {
         self.0 & Self::TIME_MASK
+    }
+    /// True if the key came in base64.
+    pub const fn key_binary(self) -> bool {
+        self.0 & Self::KEY_BINARY != 0
     }
     /// True once an `mg` handed out the win token.
     pub const fn token_sent(self) -> bool {
@@ -73,14 +82,17 @@ pub struct Meta {
     /// The win token was handed out (memcached's `ITEM_TOKEN_SENT`): later
     /// `mg`s answer `Z`.
     pub token_sent: bool,
+    /// The key came in base64 (`ms ... b`; memcached's `ITEM_KEY_BINARY`):
+    /// `mg ... k` and `me` give it back in base64.
+    pub key_binary: bool,
 }
 
 impl Meta {
-    /// The same metadata without the stale-while-revalidate flags: what a
-    /// new item (memcached allocates one for a store, an append, a number
-    /// that grew) starts with.
+    /// The same metadata without memcached's item flags (stale, token
+    /// sent, binary key): what a new item (memcached allocates one for a
+    /// store, an append, a number that grew) starts with.
     pub fn fresh(self) -> Meta {
-        Meta { stale: false, token_sent: false, ..self }
+        Meta { stale: false, token_sent: false, key_binary: false, ..self }
     }
 }
 
@@ -99,6 +111,8 @@ pub struct ItemRef<'a> {
     pub stale: bool,
     /// See [`Meta::token_sent`].
     pub token_sent: bool,
+    /// See [`Meta::key_binary`].
+    pub key_binary: bool,
     /// The data, without "\r\n".
     pub data: &'a [u8],
 }
@@ -113,6 +127,7 @@ impl ItemRef<'_> {
             cas: self.cas,
             stale: self.stale,
             token_sent: self.token_sent,
+            key_binary: self.key_binary,
         }
     }
 }
@@ -157,6 +172,7 @@ pub fn decode(bytes: &[u8]) -> Option<ItemRef<'_>> {
         cas,
         stale: word.stale(),
         token_sent: word.token_sent(),
+        key_binary: word.key_binary(),
         data,
     })
 }
@@ -168,15 +184,26 @@ mod tests {
     #[test]
     fn round_trip() {
         let mut buf = Vec::new();
-        for (stale, token_sent) in [(false, false), (true, false), (false, true), (true, true)] {
-            let meta =
-                Meta { flags: 0xdead_beef, exptime: 7, time: 62, cas: u64::MAX - 1, stale, token_sent };
+        for bits in 0..8 {
+            let (stale, token_sent, key_binary) = (bits & 1 != 0, bits & 2 != 0, bits & 4 != 0);
+            let meta = Meta {
+                flags: 0xdead_beef,
+                exptime: 7,
+                time: 62,
+                cas: u64::MAX - 1,
+                stale,
+                token_sent,
+                key_binary,
+            };
             encode(&mut buf, &meta, b"hello");
             assert_eq!(buf.len(), HEADER + 5);
             let item = decode(&buf).unwrap();
             assert_eq!(item.meta(), meta);
             assert_eq!(item.data, b"hello");
-            assert_eq!(item.meta().fresh(), Meta { stale: false, token_sent: false, ..meta });
+            assert_eq!(
+                item.meta().fresh(),
+                Meta { stale: false, token_sent: false, key_binary: false, ..meta }
+            );
         }
     }
 
@@ -185,13 +212,25 @@ mod tests {
         // An item of an older layout (the time alone) reads as neither flag.
         let old = TimeWord::from_bits(123_456);
         assert_eq!((old.time(), old.stale(), old.token_sent()), (123_456, false, false));
-        let full = Meta { time: TimeWord::TIME_MASK, stale: true, token_sent: true, ..Meta::default() };
+        let full = Meta {
+            time: TimeWord::TIME_MASK,
+            stale: true,
+            token_sent: true,
+            key_binary: true,
+            ..Meta::default()
+        };
         let w = TimeWord::of(&full);
-        assert_eq!((w.time(), w.stale(), w.token_sent()), (TimeWord::TIME_MASK, true, true));
+        assert_eq!(
+            (w.time(), w.stale(), w.token_sent(), w.key_binary()),
+            (TimeWord::TIME_MASK, true, true, true)
+        );
         assert_eq!(w.bits(), u32::MAX);
-        // A time past 30 bits keeps its low bits and never sets a flag.
+        // A time past 29 bits keeps its low bits and never sets a flag.
         let w = TimeWord::of(&Meta { time: u32::MAX, ..Meta::default() });
-        assert_eq!((w.time(), w.stale(), w.token_sent()), (TimeWord::TIME_MASK, false, false));
+        assert_eq!(
+            (w.time(), w.stale(), w.token_sent(), w.key_binary()),
+            (TimeWord::TIME_MASK, false, false, false)
+        );
     }
 
     #[test]

@@ -27,6 +27,7 @@ use crate::protocol::num::safe_strtoull;
 use crate::protocol::reply;
 use crate::protocol::text::{Command, Keys, Limits, StoreOp, DEFAULT_MAX_ITEM_SIZE};
 
+mod admin;
 mod evict;
 mod meta;
 pub mod restart;
@@ -281,6 +282,12 @@ pub struct Store {
     evictor: evict::Evictor,
     /// Warm restart's state (`-e DIR`); None for a cache in memory.
     restart: Option<restart::Restart>,
+    /// The memory limit in bytes: `-m`, then `cache_memlimit`.
+    memory_limit: AtomicU64,
+    /// `stats detail`'s per-prefix counts.
+    detail: admin::Detail,
+    /// `lru_crawler`'s switches.
+    crawler_settings: admin::CrawlerSettings,
 }
 
 /// The exit status of a server `--durable` stopped: a write it would have
@@ -391,6 +398,9 @@ impl Store {
             counters: (0..COUNTER_SHARDS).map(|_| Shard::default()).collect(),
             evictor: evict::Evictor::new(policy),
             restart,
+            memory_limit: AtomicU64::new(settings.limit_maxbytes),
+            detail: admin::Detail::default(),
+            crawler_settings: admin::CrawlerSettings::default(),
         }
     }
 
@@ -500,6 +510,20 @@ impl Store {
         self.map.remove_if(key, |v| self.live(v, now).is_none(), guard);
     }
 
+    /// [`Self::modify_as`], counting a dead item found in `get_flushed` or
+    /// `get_expired` as memcached's lookups do (its storage commands, which
+    /// do not, call `modify_as(false, ..)`).
+    fn modify<'g, R>(
+        &'g self,
+        key: &[u8],
+        now: u32,
+        out: &mut Vec<u8>,
+        guard: &'g Guard,
+        judge: impl FnMut(Option<ItemRef<'g>>, &mut Vec<u8>) -> Verdict<R>,
+    ) -> Result<Option<R>, dlht::Error> {
+        self.modify_as(true, key, now, out, guard, judge)
+    }
+
     /// Read-modify-write `key`: `judge` sees its live item (None if absent
     /// or dead) and either appends a new item to `out` and says
     /// [`Verdict::Store`], or says [`Verdict::Keep`]. The store is a
@@ -507,8 +531,9 @@ impl Store {
     /// was absent); if another thread changed the key meanwhile, `judge`
     /// runs again on the new state. `Ok(None)` when stored: the new item's
     /// bytes are left at `out[start..]` for the caller to use and remove.
-    fn modify<'g, R>(
+    fn modify_as<'g, R>(
         &'g self,
+        count_dead: bool,
         key: &[u8],
         now: u32,
         out: &mut Vec<u8>,
@@ -520,7 +545,8 @@ impl Store {
         loop {
             out.truncate(start);
             let bytes = current.map(|v| v.as_bytes());
-            let live = bytes.and_then(|b| self.live_counted(b, now));
+            let live =
+                bytes.and_then(|b| if count_dead { self.live_counted(b, now) } else { self.live(b, now) });
             match judge(live, out) {
                 Verdict::Keep(r) => {
                     out.truncate(start);
@@ -647,11 +673,13 @@ impl Store {
                 out.extend_from_slice(reply::CLIENT_ERROR_BAD_FORMAT);
             }
             Command::Store { op, key, flags, exptime, data, cas_unique, noreply } => {
+                self.note_detail(key, admin::DetailOp::Set);
                 let exptime = self.clock.realtime(*exptime);
                 let r = self.store(*op, key, *flags, exptime, data, *cas_unique, now, out, &guard);
                 reply_unless(out, *noreply, r);
             }
             Command::Delete { key, noreply } => {
+                self.note_detail(key, admin::DetailOp::Delete);
                 let r = match self.map.remove(key, &guard) {
                     Some(v) if self.live_counted(&v, now).is_some() => {
                         bump(&self.local().delete_hits);
@@ -681,9 +709,13 @@ impl Store {
                 out.truncate(start);
                 reply_unless(out, *noreply, r);
             }
-            Command::FlushAll { delay, noreply } => {
+            Command::FlushAll { delay: Some(delay), noreply } => {
                 self.flush_all(*delay, now);
                 reply_unless(out, *noreply, b"OK\r\n");
+            }
+            Command::FlushAll { delay: None, noreply } => {
+                bump(&self.local().cmd_flush);
+                reply_unless(out, *noreply, reply::CLIENT_ERROR_INVALID_EXPTIME);
             }
             Command::Version => {
                 out.extend_from_slice(b"VERSION ");
@@ -695,9 +727,15 @@ impl Store {
                 reply_unless(out, *noreply, b"OK\r\n");
             }
             Command::Quit => return Progress::Done(Outcome::Close),
-            Command::Stats { arg, .. } => match arg {
+            Command::Stats { arg, args } => match arg {
                 None => self.stats(now, out),
                 Some(b"settings") => self.stats_settings(out),
+                Some(b"detail") => {
+                    let mut after = args.clone();
+                    after.next();
+                    self.stats_detail(after, out)
+                }
+                Some(b"sizes") => self.stats_sizes(out),
                 Some(b"reset") => {
                     self.counters.iter().for_each(|shard| shard.0.reset());
                     out.extend_from_slice(b"RESET\r\n");
@@ -705,7 +743,7 @@ impl Store {
                 Some(_) => out.extend_from_slice(reply::ERROR),
             },
             Command::Shutdown { .. } => out.extend_from_slice(reply::SHUTDOWN_NOT_ENABLED),
-            Command::Admin { .. } => out.extend_from_slice(SERVER_ERROR_ADMIN_NOT_IMPLEMENTED),
+            Command::Admin { name, args } => self.admin(name, args.clone(), out),
             Command::Meta(m) => self.meta(m, now, out, &guard),
         }
         Progress::Done(Outcome::Continue)
@@ -753,6 +791,12 @@ impl Store {
         None
     }
 
+    /// Count a storage command whose data block was bad (see
+    /// [`Parsed::BadDataChunk`]).
+    pub fn count_bad_data_chunk(&self) {
+        bump(&self.local().cmd_set);
+    }
+
     /// Remove `key`'s item without a reply or a count: memcached's unlink of
     /// the item a refused `set` or `ms` meant to replace.
     pub fn unlink(&self, key: &MetaKey<'_>) {
@@ -773,17 +817,32 @@ impl Store {
         bump(&self.local().cmd_get);
         let Some(value) = value else {
             bump(&self.local().get_misses);
+            self.note_detail(key, admin::DetailOp::Get(false));
             return;
         };
-        match self.live_counted(&value, now) {
-            Some(item) => {
+        let Some(item) = item::decode(&value) else {
+            bump(&self.local().get_misses);
+            return;
+        };
+        match self.dead(&item, now) {
+            None => {
                 bump(&self.local().get_hits);
+                self.note_detail(key, admin::DetailOp::Get(true));
                 self.note_access(value);
                 push_value(out, key, &item, cas);
             }
-            None => {
+            Some(dead) => {
                 bump(&self.local().get_misses);
-                self.remove_dead(key, now, guard);
+                self.note_detail(key, admin::DetailOp::Get(false));
+                // Counted by the lookup that takes it out, as memcached's
+                // does: a multi-get naming the key twice finds it in one
+                // batch, but memcached's second lookup finds nothing.
+                if self.remove_exact(key, value, guard) {
+                    bump(match dead {
+                        Dead::Flushed => &self.local().get_flushed,
+                        Dead::Expired => &self.local().get_expired,
+                    });
+                }
             }
         }
     }
@@ -803,6 +862,8 @@ impl Store {
         });
         if let Ok(None) = judged {
             bump(&self.local().touch_hits);
+            // memcached's touch bumps the item in place: fetched from now.
+            self.mark_fetched(key, guard);
             Some(start)
         } else {
             bump(&self.local().touch_misses);
@@ -812,7 +873,9 @@ impl Store {
 
     /// One key of gat/gats.
     fn gat(&self, key: &[u8], exptime: u32, cas: bool, now: u32, out: &mut Vec<u8>, guard: &Guard) {
-        let Some(start) = self.touch(key, exptime, now, out, guard) else { return };
+        let touched = self.touch(key, exptime, now, out, guard);
+        self.note_detail(key, admin::DetailOp::Get(touched.is_some()));
+        let Some(start) = touched else { return };
         let end = out.len();
         if let Some(item) = out.get(start..end).and_then(item::decode) {
             let meta = item.meta();
@@ -840,7 +903,9 @@ impl Store {
         bump(&self.local().cmd_set);
         let start = out.len();
         let limits = Limits { max_item_size: self.settings.max_item_size, ..Limits::default() };
-        let judged = self.modify(key, now, out, guard, |live, buf| {
+        // A storage command: memcached's `do_store_item` replaces a dead item
+        // without counting it in get_expired or get_flushed.
+        let judged = self.modify_as(false, key, now, out, guard, |live, buf| {
             // memcached takes a cas unique only for an item it links.
             let fresh = || Meta { flags, exptime, time: now, cas: self.next_cas(), ..Meta::default() };
             match (op, live) {
@@ -917,6 +982,8 @@ impl Store {
         let start = out.len();
         let mut value = 0u64;
         let mut grew = false;
+        // A number rewritten in place stays fetched if it was (see below).
+        let was_fetched = self.was_fetched(key, now, guard);
         let judged = self.modify(key, now, out, guard, |live, buf| {
             let Some(item) = live else { return Verdict::Keep(&b"NOT_FOUND\r\n"[..]) };
             // memcached: "Can't delta zero byte values"; then strtoull.
@@ -947,6 +1014,9 @@ impl Store {
                 bump(hits);
                 if grew {
                     bump(&self.local().total_items);
+                } else if was_fetched {
+                    // memcached's item, changed in place, keeps its mark.
+                    self.mark_fetched(key, guard);
                 }
                 if !noreply {
                     let _ = write!(out, "{value}\r\n");
@@ -990,7 +1060,7 @@ impl Store {
         let mut stat = |name: &str, value: &dyn std::fmt::Display| {
             let _ = write!(out, "STAT {name} {value}\r\n");
         };
-        stat("maxbytes", &self.settings.limit_maxbytes);
+        stat("maxbytes", &self.memory_limit.load(Relaxed));
         stat("maxconns", &self.settings.max_connections);
         stat("verbosity", &self.verbosity.load(Relaxed));
         stat("oldest", &self.oldest_live.load(Relaxed));
@@ -1043,7 +1113,7 @@ impl Store {
         stat("touch_misses", &c(|c| &c.touch_misses));
         stat("store_too_large", &c(|c| &c.store_too_large));
         stat("store_no_memory", &c(|c| &c.store_no_memory));
-        stat("limit_maxbytes", &self.settings.limit_maxbytes);
+        stat("limit_maxbytes", &self.memory_limit.load(Relaxed));
         stat("threads", &self.settings.threads);
         let memory = self.map.memory();
         stat("bytes", &memory.value_bytes);
@@ -1129,6 +1199,11 @@ mod tests {
                     if close {
                         return (out, Outcome::Close);
                     }
+                    rest = &rest[consumed..];
+                }
+                Parsed::BadDataChunk { reply, consumed } => {
+                    s.count_bad_data_chunk();
+                    out.extend_from_slice(reply);
                     rest = &rest[consumed..];
                 }
                 Parsed::Refused { unlink, reply, line, remaining } if line + remaining <= rest.len() => {
@@ -1390,15 +1465,17 @@ mod tests {
         assert_eq!(run(&s, "add a 0 0 1\r\ny\r\n"), "STORED\r\n");
         assert_eq!(run(&s, "touch r 0\r\n"), "NOT_FOUND\r\n");
         assert_eq!(run(&s, "incr r 1\r\n"), "NOT_FOUND\r\n");
-        // Every command that meets an expired item counts it (memcached's
-        // do_item_get), and removes it.
+        // A command that looks an expired item up counts it (memcached's
+        // do_item_get) and removes it; a storage command replaces it
+        // uncounted (memcached 1.6.18: set, add, replace over an expired
+        // item leave get_expired as it was).
         run(&s, "set x 0 -1 1\r\nx\r\nset y 0 -1 1\r\nx\r\nset w 0 -1 1\r\nx\r\n");
         let before = stat(&s, "get_expired");
         assert_eq!(
             run(&s, "delete x\r\nincr y 1\r\nadd w 0 0 1\r\nw\r\n"),
             "NOT_FOUND\r\nNOT_FOUND\r\nSTORED\r\n"
         );
-        assert_eq!(stat(&s, "get_expired") - before, 3);
+        assert_eq!(stat(&s, "get_expired") - before, 2);
         assert_eq!(stat(&s, "get_misses"), 5);
         assert_eq!(stat(&s, "curr_items"), 3);
     }

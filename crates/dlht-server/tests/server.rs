@@ -478,6 +478,24 @@ fn same_replies_as_memcached() {
     requests.push(
         b"set st 0 0 1\r\n1\r\nmd st I\r\nincr st 1\r\nmg st v\r\nincr st 1000000\r\nmg st v\r\n".to_vec(),
     );
+    // Whether a get found the item (mg h, me fetch=): a touch, gat, mg T
+    // and mg itself mark it (not with u, nor a vivify answered an error);
+    // md I and an incr in place keep the mark, a number that grew drops it.
+    requests.push(
+        b"set f1 0 0 1\r\nx\r\ntouch f1 100\r\nme f1\r\nset f2 0 0 1\r\nx\r\ngat 100 f2\r\nmg f2 h\r\n"
+            .to_vec(),
+    );
+    requests.push(
+        b"set f3 0 0 1\r\nx\r\nmg f3 T100 u\r\nme f3\r\nmg f3 u\r\nme f3\r\nmg f4 N100\r\nme f4\r\n".to_vec(),
+    );
+    requests
+        .push(b"set f5 0 0 1\r\n5\r\nget f5\r\nincr f5 1\r\nmg f5 h\r\nincr f5 100\r\nmg f5 h\r\n".to_vec());
+    requests.push(b"set f6 0 0 1\r\n5\r\nget f6\r\nmd f6 I\r\nme f6\r\nma f6\r\nme f6\r\n".to_vec());
+    // A key stored by an ms with b is given back in base64 (mg k, me),
+    // whatever the request; a plain store, an append or a vivify forgets it.
+    requests.push(b"ms Zm9v 2 b\r\nhi\r\nmg foo k v\r\nme foo\r\nms foo 2\r\nhi\r\nmg Zm9v b k\r\n".to_vec());
+    requests.push(b"mg YmFy b N10 k\r\nmg bar k\r\nma YmF6 b N0 k\r\nmg baz k\r\nms cXV4 2 b\r\nhi\r\nappend qux 0 0 1\r\nx\r\nmg qux k\r\n".to_vec());
+    requests.push(b"ms Y29y 1 b\r\n5\r\nincr cor 1\r\nmg cor k\r\nincr cor 100\r\nmg cor k\r\nset plain 0 0 1\r\nx\r\nmg cGxhaW4= b k\r\nme cGxhaW4= b\r\n".to_vec());
     // An opaque over 32 bytes: mg and ma find it after they acted (a
     // vivify, the flags before it, a delta), md before.
     let o33 = format!("O{}", "x".repeat(32));

@@ -40,6 +40,10 @@ pub enum Parsed<'a> {
     /// replace), then answers and swallows as `Swallow` does, whether the
     /// block has arrived or not.
     Refused { unlink: MetaKey<'a>, reply: &'static [u8], line: usize, remaining: usize },
+    /// A storage command (text or `ms`) whose data block did not end in
+    /// "\r\n": as `Error` (`reply` may be none, for `noreply`), and memcached
+    /// counts it in `cmd_set` (its `complete_nread` counts before it checks).
+    BadDataChunk { reply: &'static [u8], consumed: usize },
 }
 
 impl fmt::Debug for Parsed<'_> {
@@ -60,6 +64,11 @@ impl fmt::Debug for Parsed<'_> {
                 .field("reply", &reply.escape_ascii().to_string())
                 .field("line", line)
                 .field("remaining", remaining)
+                .finish(),
+            Parsed::BadDataChunk { reply, consumed } => f
+                .debug_struct("BadDataChunk")
+                .field("reply", &reply.escape_ascii().to_string())
+                .field("consumed", consumed)
                 .finish(),
             Parsed::Refused { unlink, reply, line, remaining } => f
                 .debug_struct("Refused")
@@ -104,7 +113,7 @@ pub(crate) fn data_block<'a>(
     };
     match (block.get(..len), block.get(len..)) {
         (Some(data), Some(b"\r\n")) => Parsed::Command { command: command(data), consumed: end },
-        _ => error(bad_chunk_reply, end),
+        _ => Parsed::BadDataChunk { reply: bad_chunk_reply, consumed: end },
     }
 }
 
@@ -151,10 +160,12 @@ pub enum Command<'a> {
     /// `touch <key> <exptime> [noreply]`.
     Touch { key: &'a [u8], exptime: i64, noreply: bool },
     /// `flush_all [delay] [noreply]`. memcached treats a delay <= 0 as "now".
-    /// (memcached started with `-F` replies "CLIENT_ERROR flush_all not
-    /// allowed" to any well-formed `flush_all` line, bad delay included;
-    /// that setting is the server's to check.)
-    FlushAll { delay: i64, noreply: bool },
+    /// `delay` None: not a number, which memcached answers "CLIENT_ERROR
+    /// invalid exptime argument" after it counted the command in
+    /// `cmd_flush`. (memcached started with `-F` replies "CLIENT_ERROR
+    /// flush_all not allowed" to any well-formed `flush_all` line, bad delay
+    /// included; that setting is the server's to check.)
+    FlushAll { delay: Option<i64>, noreply: bool },
     /// `version` (arguments ignored).
     Version,
     /// `verbosity <level> [noreply]` (memcached clamps the level).

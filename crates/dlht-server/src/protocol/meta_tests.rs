@@ -13,7 +13,7 @@ use super::limits::{Limits, KEY_MAX_LENGTH};
 use super::meta::{ArithMode, MetaCommand, MetaFlag, MetaFlags, MetaKey, SetMode};
 use super::reply::*;
 use super::text::parse;
-use super::text::testing::{cmd, err, trace};
+use super::text::testing::{bad_chunk, cmd, err, trace};
 
 fn meta(input: &[u8]) -> MetaCommand<'_> {
     match &trace(input)[..] {
@@ -265,8 +265,8 @@ fn ms_errors_after_the_length_swallow_the_data() {
 #[test]
 fn ms_data_block_and_size() {
     // "ms k 1\r\nxy\r\n" → bad data chunk, then "\n" → ERROR; q or not.
-    assert_eq!(trace(b"ms k 1\r\nxy\r\n"), [err(CLIENT_ERROR_BAD_DATA_CHUNK, 11), err(ERROR, 1)]);
-    assert_eq!(trace(b"ms k 1 q\r\nxy\r\n"), [err(CLIENT_ERROR_BAD_DATA_CHUNK, 13), err(ERROR, 1)]);
+    assert_eq!(trace(b"ms k 1\r\nxy\r\n"), [bad_chunk(CLIENT_ERROR_BAD_DATA_CHUNK, 11), err(ERROR, 1)]);
+    assert_eq!(trace(b"ms k 1 q\r\nxy\r\n"), [bad_chunk(CLIENT_ERROR_BAD_DATA_CHUNK, 13), err(ERROR, 1)]);
     // 1048516 bytes → HD; 1048517 → too large (also with q); F1 costs 4
     // bytes; a base64 key counts decoded: "ms Zm9v 1048514 b" → HD.
     let limits = Limits::default();

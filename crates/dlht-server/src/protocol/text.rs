@@ -346,12 +346,9 @@ fn touch<'a>(t: &Line<'a>, line_len: usize) -> Parsed<'a> {
 /// line is exactly `flush_all` or `flush_all noreply`.
 fn flush_all<'a>(t: &Line<'a>, line_len: usize) -> Parsed<'a> {
     let noreply = t.last() == b"noreply";
-    let mut delay = 0;
+    let mut delay = Some(0);
     if t.ntokens() != if noreply { 3 } else { 2 } {
-        match safe_strtol(t.token(1)) {
-            Some(v) => delay = i64::from(v),
-            None => return error_unless_noreply(reply::CLIENT_ERROR_INVALID_EXPTIME, noreply, line_len),
-        }
+        delay = safe_strtol(t.token(1)).map(i64::from);
     }
     Parsed::Command { command: Command::FlushAll { delay, noreply }, consumed: line_len }
 }
@@ -379,7 +376,9 @@ pub(crate) mod testing {
             let parsed = parse(rest, &limits);
             match &parsed {
                 Parsed::Incomplete => break,
-                Parsed::Command { consumed, .. } | Parsed::Error { consumed, close: false, .. } => {
+                Parsed::Command { consumed, .. }
+                | Parsed::Error { consumed, close: false, .. }
+                | Parsed::BadDataChunk { consumed, .. } => {
                     assert!(*consumed > 0 && *consumed <= rest.len(), "{parsed:?}");
                     pos += consumed;
                 }
@@ -409,6 +408,10 @@ pub(crate) mod testing {
         Parsed::Error { reply, consumed, close: false }
     }
 
+    pub(crate) fn bad_chunk(reply: &'static [u8], consumed: usize) -> Parsed<'static> {
+        Parsed::BadDataChunk { reply, consumed }
+    }
+
     pub(crate) fn cmd(command: Command<'_>, consumed: usize) -> Parsed<'_> {
         Parsed::Command { command, consumed }
     }
@@ -422,7 +425,7 @@ pub(crate) mod testing {
 // traces the whole input: memcached's reply is the concatenation.
 #[cfg(test)]
 mod tests {
-    use super::testing::{cmd, err, trace, trace_with};
+    use super::testing::{bad_chunk, cmd, err, trace, trace_with};
     use super::*;
     use crate::protocol::command::MetaCommand;
     use crate::protocol::reply::*;
@@ -798,20 +801,26 @@ mod tests {
     #[test]
     fn bad_data_chunk() {
         // "set k 0 0 3\r\nhello\r\n" → bad data chunk, then "\r\n" → ERROR.
-        assert_eq!(trace(b"set k 0 0 3\r\nhello\r\n"), [err(CLIENT_ERROR_BAD_DATA_CHUNK, 18), err(ERROR, 2)]);
+        assert_eq!(
+            trace(b"set k 0 0 3\r\nhello\r\n"),
+            [bad_chunk(CLIENT_ERROR_BAD_DATA_CHUNK, 18), err(ERROR, 2)]
+        );
         // With noreply → ERROR only.
-        assert_eq!(trace(b"set k 0 0 3 noreply\r\nhello\r\n"), [err(NONE, 26), err(ERROR, 2)]);
-        assert_eq!(trace(b"cas k 0 0 1 5 noreply\r\nxy\r\n"), [err(NONE, 26), err(ERROR, 1)]);
+        assert_eq!(trace(b"set k 0 0 3 noreply\r\nhello\r\n"), [bad_chunk(NONE, 26), err(ERROR, 2)]);
+        assert_eq!(trace(b"cas k 0 0 1 5 noreply\r\nxy\r\n"), [bad_chunk(NONE, 26), err(ERROR, 1)]);
         // "set k 0 0 5\r\nhi\r\nversion\r\n" → bad data chunk ("hi\r\nver"),
         // then "sion" → ERROR.
         assert_eq!(
             trace(b"set k 0 0 5\r\nhi\r\nversion\r\n"),
-            [err(CLIENT_ERROR_BAD_DATA_CHUNK, 20), err(ERROR, 6)]
+            [bad_chunk(CLIENT_ERROR_BAD_DATA_CHUNK, 20), err(ERROR, 6)]
         );
         // "set k 0 0 1\r\nx\n\n" → bad data chunk; "set k 0 0 1\r\nxy\r\n" →
         // bad data chunk, then "\n" → ERROR.
-        assert_eq!(trace(b"set k 0 0 1\r\nx\n\n"), [err(CLIENT_ERROR_BAD_DATA_CHUNK, 16)]);
-        assert_eq!(trace(b"set k 0 0 1\r\nxy\r\n"), [err(CLIENT_ERROR_BAD_DATA_CHUNK, 16), err(ERROR, 1)]);
+        assert_eq!(trace(b"set k 0 0 1\r\nx\n\n"), [bad_chunk(CLIENT_ERROR_BAD_DATA_CHUNK, 16)]);
+        assert_eq!(
+            trace(b"set k 0 0 1\r\nxy\r\n"),
+            [bad_chunk(CLIENT_ERROR_BAD_DATA_CHUNK, 16), err(ERROR, 1)]
+        );
     }
 
     #[test]
@@ -962,7 +971,7 @@ mod tests {
 
     #[test]
     fn flush_all() {
-        let flush = |delay, noreply| Command::FlushAll { delay, noreply };
+        let flush = |delay, noreply| Command::FlushAll { delay: Some(delay), noreply };
         // "flush_all", "flush_all 10", "flush_all -1", "flush_all 0 x" → OK;
         // "flush_all noreply", "flush_all 0 noreply" → nothing;
         // "flush_all x" → invalid exptime (noreply: nothing);
@@ -973,8 +982,10 @@ mod tests {
         assert_eq!(trace(b"flush_all 0 x\r\n"), [cmd(flush(0, false), 15)]);
         assert_eq!(trace(b"flush_all noreply\r\n"), [cmd(flush(0, true), 19)]);
         assert_eq!(trace(b"flush_all 5 noreply\r\n"), [cmd(flush(5, true), 21)]);
-        assert_eq!(trace(b"flush_all x\r\n"), [err(CLIENT_ERROR_INVALID_EXPTIME, 13)]);
-        assert_eq!(trace(b"flush_all x noreply\r\n"), [err(NONE, 21)]);
+        // (Answered by the store, which counts it as memcached does.)
+        let bad = |noreply| Command::FlushAll { delay: None, noreply };
+        assert_eq!(trace(b"flush_all x\r\n"), [cmd(bad(false), 13)]);
+        assert_eq!(trace(b"flush_all x noreply\r\n"), [cmd(bad(true), 21)]);
         assert_eq!(trace(b"flush_all 0 noreply x\r\n"), [err(ERROR, 23)]);
     }
 
@@ -1103,6 +1114,11 @@ mod split_invariance {
                     events.push(Event::Drop(reply.to_vec(), consumed));
                     pos += consumed;
                 }
+                Parsed::BadDataChunk { reply, consumed } => {
+                    assert!(consumed > 0 && consumed <= rest.len());
+                    events.push(Event::Drop(reply.to_vec(), consumed));
+                    pos += consumed;
+                }
                 Parsed::Swallow { reply, line, remaining } => {
                     assert!(line > 0 && line <= rest.len() && line + remaining > rest.len());
                     events.push(Event::Drop(reply.to_vec(), line + remaining));
@@ -1153,6 +1169,11 @@ mod split_invariance {
                             events.push(Event::Close(reply.to_vec()));
                             return events;
                         }
+                        events.push(Event::Drop(reply.to_vec(), consumed));
+                        buffer.drain(..consumed);
+                    }
+                    Parsed::BadDataChunk { reply, consumed } => {
+                        assert!(consumed > 0 && consumed <= buffer.len());
                         events.push(Event::Drop(reply.to_vec(), consumed));
                         buffer.drain(..consumed);
                     }

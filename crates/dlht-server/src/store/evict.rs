@@ -48,8 +48,11 @@ const HAND_STEP: usize = 8;
 const SAMPLES: usize = 5;
 /// Bins the crawler reads per pass of its loop.
 const CRAWL_STEP: usize = 1024;
-/// How long the crawler sleeps between steps.
-const CRAWL_PAUSE: Duration = Duration::from_millis(50);
+/// How long the crawler sleeps between steps (`lru_crawler sleep` sets it).
+pub(super) const CRAWL_PAUSE: Duration = Duration::from_millis(50);
+/// The shortest pause `lru_crawler sleep` may set: a crawler that never
+/// sleeps would take a core from the event loops.
+const CRAWL_PAUSE_MIN: Duration = Duration::from_millis(1);
 
 /// [`Policy::Clock`]'s stamp bits.
 const REFERENCED: u32 = 1;
@@ -133,7 +136,8 @@ impl Store {
     /// larger than what eviction can free), at once if no eviction could:
     /// one item too large for the whole cache does not empty it first.
     pub(super) fn make_room(&self, incoming: usize, now: u32, guard: &Guard) -> Result<(), dlht::Error> {
-        let limit = self.settings.limit_maxbytes;
+        // Relaxed: `cache_memlimit` may change it; any value read is one set.
+        let limit = self.memory_limit.load(Relaxed);
         // The map's and the item's headers, and the allocator's cost.
         let need = if incoming == 0 { 0 } else { incoming as u64 + ALLOC_OVERHEAD + 32 };
         if self.used_bytes().saturating_add(need) <= limit {
@@ -168,9 +172,27 @@ impl Store {
     }
 
     /// Remove `v`, still `key`'s value, if nobody replaced it meanwhile.
-    fn remove_exact(&self, key: &[u8], v: ValueRef<'_>, guard: &Guard) -> bool {
+    pub(super) fn remove_exact(&self, key: &[u8], v: ValueRef<'_>, guard: &Guard) -> bool {
         let at = v.as_bytes().as_ptr();
         self.map.remove_if(key, |cur| cur.as_ptr() == at, guard).is_some()
+    }
+
+    /// Whether a get found `key`'s current item, if live (before this
+    /// command).
+    pub(super) fn was_fetched(&self, key: &[u8], now: u32, guard: &Guard) -> bool {
+        // Relaxed: a hint, as `note_access` says.
+        self.map
+            .get(key, guard)
+            .is_some_and(|v| self.live(&v, now).is_some() && self.fetched(v.stamp().load(Relaxed)))
+    }
+
+    /// Mark `key`'s current item fetched (and used), as a get does: for a
+    /// new version of an item memcached changes in place (a touch, `md I`,
+    /// a token taken), which starts with a fresh stamp here.
+    pub(super) fn mark_fetched(&self, key: &[u8], guard: &Guard) {
+        if let Some(v) = self.map.get(key, guard) {
+            self.note_access(v);
+        }
     }
 
     /// Whether a get ever found the value of this stamp.
@@ -280,7 +302,8 @@ impl Store {
     }
 
     /// Start the crawler: a thread that walks the map every
-    /// [`CRAWL_PAUSE`], [`CRAWL_STEP`] bins at a time, removing expired
+    /// [`CRAWL_PAUSE`] (or as `lru_crawler sleep` says, 1 ms at least),
+    /// [`CRAWL_STEP`] bins at a time, while enabled, removing expired
     /// items; it stops when the handle drops.
     pub fn start_crawler(self: &Arc<Self>) -> std::io::Result<Crawler> {
         let stop = Arc::new(AtomicBool::new(false));
@@ -288,8 +311,12 @@ impl Store {
         let thread = std::thread::Builder::new().name("dlht-crawler".into()).spawn(move || {
             // Relaxed: a stop request carries no data.
             while !flag.load(Relaxed) {
-                store.crawl(CRAWL_STEP);
-                std::thread::park_timeout(CRAWL_PAUSE);
+                // `lru_crawler disable` pauses it; `sleep` sets its pause.
+                if store.crawler_settings.enabled.load(Relaxed) {
+                    store.crawl(CRAWL_STEP);
+                }
+                let pause = Duration::from_micros(store.crawler_settings.sleep_us.load(Relaxed));
+                std::thread::park_timeout(pause.max(CRAWL_PAUSE_MIN));
             }
         })?;
         Ok(Crawler { stop, thread: Some(thread) })

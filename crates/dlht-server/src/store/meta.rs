@@ -7,19 +7,17 @@
 //! update. Return flags are written in request order as memcached writes
 //! them, by walking the request's flags once more after the item is judged.
 //!
-//! What differs from memcached, and why: the item header keeps only client
-//! flags, exptime, time and cas, so the per-item bits memcached keeps beside
-//! them are not tracked:
-//! - `h` (fetched before) and `me`'s `fetch` come from the entry's stamp (a
-//!   get sets it), which a new version of the item starts without: after a
-//!   touch (`touch`, `gat`, `mg ... T`) they answer `h0` and `fetch=no` where
-//!   memcached, whose touch keeps the item, answers `h1` and `fetch=yes`;
+//! memcached's item flags: stale, win token sent and binary key are bits of the
+//! item header (`item::TimeWord`), carried by what memcached changes in place
+//! (a touch, `md I`, a number that fits) and dropped by what it allocates
+//! anew (a store, an append, a number that grew); fetched (`h`, `me`'s
+//! `fetch`) is the entry's stamp, which a get sets and a change in place
+//! carries to the new version.
+//!
+//! What differs from memcached, and why:
 //! - `l` and `me`'s `la` count from the last modification or touch (memcached
 //!   counts from the last access, bumped at most once a minute: the same
 //!   within a minute of a store);
-//! - whether a key is binary is not stored: `k` returns the key as the
-//!   request spelled it (`b` or not), where memcached returns a key stored
-//!   with `b` in base64 even to a request without `b`;
 //! - `me`'s `cls` follows memcached's default slab classes (`-n 48 -f 1.25`),
 //!   items over 512 KiB (chunked in memcached) reporting the largest class.
 
@@ -83,7 +81,15 @@ impl Store {
                     Some(item) => {
                         // Relaxed: a hint, as `note_access` says.
                         fetched_before = self.fetched(v.stamp().load(Relaxed));
-                        self.note_access(v);
+                        // u: no LRU bump, so not marked fetched either;
+                        // nor when memcached bumps after the reply (it
+                        // locks the item for h, l and R) and the reply
+                        // failed on an opaque too long.
+                        let late = flags.iter().any(|f| matches!(f.flag, b'h' | b'l' | b'R'));
+                        let bumped_after_reply_failed = late && bad_opaque.is_some();
+                        if !(flags.no_lru_bump || bumped_after_reply_failed) {
+                            self.note_access(v);
+                        }
                         Some((item, false))
                     }
                     None => {
@@ -94,6 +100,10 @@ impl Store {
                 None => None,
             }
         } else {
+            // memcached touches (T) in place, keeping whether the item was
+            // fetched; a new version here starts unfetched, so the mark is
+            // carried over (and set, as memcached's bump sets it, unless u).
+            fetched_before = self.was_fetched(k, now, guard);
             let start = out.len();
             let mut seen = None;
             let judged = self.modify(k, now, out, guard, |live, buf| match (live, ttl, vivify) {
@@ -128,6 +138,12 @@ impl Store {
                 }
             });
             out.truncate(start);
+            // (memcached's bump comes after the reply is written: not after
+            // an opaque too long.)
+            let bumps = !flags.no_lru_bump && bad_opaque.is_none();
+            if judged.is_ok() && seen.is_some() && (fetched_before || bumps) {
+                self.mark_fetched(k, guard);
+            }
             match judged {
                 Ok(None) => {
                     if seen.is_some_and(|(_, created)| created) {
@@ -144,7 +160,12 @@ impl Store {
             }
         };
         if bad_opaque.is_some() {
-            // memcached counts nothing on this path, and q hides nothing.
+            // memcached counts a miss, nothing for a hit, and q hides
+            // nothing.
+            if found.is_none() {
+                bump(&self.local().cmd_get);
+                bump(&self.local().get_misses);
+            }
             out.extend_from_slice(CLIENT_ERROR_OPAQUE_TOO_LONG);
             return;
         }
@@ -203,7 +224,9 @@ impl Store {
                 }
                 b'h' => out.extend_from_slice(if fetched_before { b" h1" } else { b" h0" }),
                 b'O' => push_opaque(out, f.token),
-                b'k' => push_key(out, k, key.base64),
+                // As the item was stored (base64 if by an `ms ... b`),
+                // whatever this request's `b`.
+                b'k' => push_key(out, k, item.key_binary),
                 _ => {}
             }
         }
@@ -213,9 +236,16 @@ impl Store {
         // one was stored with it), and a fetcher that finds it taken, or
         // the item replaced, since it read the item loses the race.
         let mut token_sent = item.token_sent && !created;
-        if won && !created && !self.take_token(k, item.cas, now, guard) {
-            won = false;
-            token_sent = true;
+        if won && !created {
+            if self.take_token(k, item.cas, now, guard) {
+                // The token's new version keeps the fetched mark this mg set.
+                if fetched_before || !flags.no_lru_bump {
+                    self.mark_fetched(k, guard);
+                }
+            } else {
+                won = false;
+                token_sent = true;
+            }
         }
         // memcached's order: Z, X, then W.
         if token_sent {
@@ -272,12 +302,23 @@ impl Store {
         let start = out.len();
         let mut new_cas = 0;
         let mut cas_counter: Option<&AtomicU64> = None;
-        let judged = self.modify(k, now, out, guard, |live, buf| {
+        // A storage command: uncounted, as memcached's `do_store_item`.
+        let judged = self.modify_as(false, k, now, out, guard, |live, buf| {
             cas_counter = None;
-            // (exptime, and memcached's stale and token-sent flags)
+            // (exptime, and memcached's stale and token-sent flags; the key
+            // is binary if it came in base64)
             let mut fresh = |exptime, stale, token_sent| {
                 new_cas = self.next_cas();
-                let meta = Meta { flags: client_flags, exptime, time: now, cas: new_cas, stale, token_sent };
+                let key_binary = key.base64;
+                let meta = Meta {
+                    flags: client_flags,
+                    exptime,
+                    time: now,
+                    cas: new_cas,
+                    stale,
+                    token_sent,
+                    key_binary,
+                };
                 item::push(buf, &meta, &[data]);
                 Verdict::Store
             };
@@ -374,6 +415,9 @@ impl Store {
         let k = key.bytes(&mut scratch);
         let cas_differs = |item: &ItemRef<'_>| flags.compare_cas.is_some_and(|c| c != item.cas);
         let code: &[u8] = if flags.invalidate {
+            // memcached marks the item stale in place: it stays fetched if
+            // it was.
+            let was_fetched = self.was_fetched(k, now, guard);
             let ttl = flags.ttl.map(|t| self.clock.realtime(t));
             let start = out.len();
             let judged = self.modify(k, now, out, guard, |live, buf| match live {
@@ -395,7 +439,12 @@ impl Store {
             });
             out.truncate(start);
             match judged {
-                Ok(None) => b"HD",
+                Ok(None) => {
+                    if was_fetched {
+                        self.mark_fetched(k, guard);
+                    }
+                    b"HD"
+                }
                 Ok(Some(code)) => code,
                 Err(_) => {
                     out.extend_from_slice(SERVER_ERROR_OUT_OF_MEMORY);
@@ -470,6 +519,8 @@ impl Store {
         let bad_opaque = flags.iter().position(|f| f.flag == b'O' && f.token.len() + 1 > MAX_OPAQUE_TOKEN);
         let upto = bad_opaque.unwrap_or(usize::MAX);
         let start = out.len();
+        // A number rewritten in place stays fetched if it was.
+        let was_fetched = self.was_fetched(k, now, guard);
         // (value, exptime before the flags apply, cas, created, grew)
         let mut done = (0u64, 0u32, 0u64, false, false);
         let judged = self.modify(k, now, out, guard, |live, buf| {
@@ -547,6 +598,8 @@ impl Store {
                 let (value, mut exptime, cas, created, grew) = done;
                 if created || grew {
                     bump(&self.local().total_items);
+                } else if was_fetched {
+                    self.mark_fetched(k, guard);
                 }
                 if !created {
                     bump(hits);
@@ -608,7 +661,8 @@ impl Store {
             return;
         };
         out.extend_from_slice(b"ME ");
-        if key.base64 {
+        // As the item was stored, whatever this request's `b`.
+        if item.key_binary {
             base64_encode(k, out);
         } else {
             out.extend_from_slice(k);
@@ -670,6 +724,7 @@ fn meta_ref(meta: &Meta) -> ItemRef<'static> {
         cas: meta.cas,
         stale: meta.stale,
         token_sent: meta.token_sent,
+        key_binary: meta.key_binary,
         data: b"",
     }
 }
@@ -902,9 +957,9 @@ mod tests {
         assert_eq!(run(&s, "ms Zm9v 2 b k c\r\nhi\r\n"), "HD kZm9v b c1\r\n");
         assert_eq!(run(&s, "mg Zm9v b k v\r\n"), "VA 2 kZm9v b\r\nhi\r\n");
         assert_eq!(run(&s, "mg Zm!9v b k\r\n"), "HD kZm9v b\r\n");
-        // Differs: memcached answers "VA 2 kZm9v b" (the item remembers it
-        // was stored with b).
-        assert_eq!(run(&s, "mg foo k v\r\n"), "VA 2 kfoo\r\nhi\r\n");
+        // memcached: "VA 2 kZm9v b" (the item remembers it was stored
+        // with b); a plain store of the same key forgets it.
+        assert_eq!(run(&s, "mg foo k v\r\n"), "VA 2 kZm9v b\r\nhi\r\n");
         // memcached: "fetch=yes" (fetched by the mg above).
         assert_eq!(run(&s, "me Zm9v b\r\n"), "ME Zm9v exp=-1 la=0 cas=1 fetch=yes cls=1 size=64\r\n");
         assert_eq!(run(&s, "md Zm9v b k q\r\nmd Zm9v b k\r\n"), "NF kZm9v b\r\n");
