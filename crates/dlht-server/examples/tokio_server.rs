@@ -215,7 +215,7 @@ impl Conn {
                     *swallow = remaining - skip;
                 }
                 Parsed::Refused { unlink, reply, line, remaining } => {
-                    store.unlink(&unlink);
+                    store.refuse_too_large(unlink.as_ref());
                     out.extend_from_slice(reply);
                     pos += line;
                     let skip = remaining.min(input.len() - pos);

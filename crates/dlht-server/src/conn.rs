@@ -448,7 +448,7 @@ impl Conn {
                     }
                 }
                 Parsed::Refused { unlink, reply, line, remaining } => {
-                    store.unlink(&unlink);
+                    store.refuse_too_large(unlink.as_ref());
                     changed = true;
                     pos += line;
                     let skip = remaining.min(input.len() - pos);

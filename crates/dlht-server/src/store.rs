@@ -792,16 +792,21 @@ impl Store {
     }
 
     /// Count a storage command whose data block was bad (see
-    /// [`Parsed::BadDataChunk`]).
+    /// [`Parsed::BadDataChunk`](crate::protocol::command::Parsed::BadDataChunk)).
     pub fn count_bad_data_chunk(&self) {
         bump(&self.local().cmd_set);
     }
 
-    /// Remove `key`'s item without a reply or a count: memcached's unlink of
-    /// the item a refused `set` or `ms` meant to replace.
-    pub fn unlink(&self, key: &MetaKey<'_>) {
-        let mut scratch = [0; crate::protocol::text::KEY_MAX_LENGTH];
-        self.map.remove(key.bytes(&mut scratch), &self.map.guard());
+    /// A storage command refused as too large ([`Parsed::Refused`](crate::protocol::command::Parsed::Refused)): count
+    /// it in `store_too_large` and, for a `set` or an `ms` (`unlink`),
+    /// remove the key's item without a reply, as memcached unlinks the item
+    /// the command meant to replace.
+    pub fn refuse_too_large(&self, unlink: Option<&MetaKey<'_>>) {
+        bump(&self.local().store_too_large);
+        if let Some(key) = unlink {
+            let mut scratch = [0; crate::protocol::text::KEY_MAX_LENGTH];
+            self.map.remove(key.bytes(&mut scratch), &self.map.guard());
+        }
     }
 
     /// One key of get/gets, whose value the map gave as `value`.
@@ -1207,7 +1212,7 @@ mod tests {
                     rest = &rest[consumed..];
                 }
                 Parsed::Refused { unlink, reply, line, remaining } if line + remaining <= rest.len() => {
-                    s.unlink(&unlink);
+                    s.refuse_too_large(unlink.as_ref());
                     out.extend_from_slice(reply);
                     rest = &rest[line + remaining..];
                 }
@@ -1499,6 +1504,29 @@ mod tests {
         run(&s, "set k 0 0 1\r\nx\r\n");
         assert_eq!(run(&s, "gat -1 k\r\n"), "VALUE k 0 1\r\nx\r\nEND\r\n");
         assert_eq!(run(&s, "get k\r\n"), "END\r\n");
+    }
+
+    /// memcached 1.6.18 counts every storage command refused as too large
+    /// in `store_too_large` (none in `cmd_set`), quiet or not; a set or an
+    /// ms takes the old item with it, the others leave it.
+    #[test]
+    fn too_large_stores_are_counted() {
+        let s = store();
+        let big = "x".repeat(2_000_000);
+        run(&s, "set k 0 0 1\r\nv\r\nset j 0 0 1\r\nv\r\n");
+        let (sets, stored) = (stat(&s, "cmd_set"), stat(&s, "total_items"));
+        let replies = run(
+            &s,
+            &format!(
+                "add j 0 0 2000000 noreply\r\n{big}\r\nappend j 0 0 2000000\r\n{big}\r\n\
+                 set k 0 0 2000000\r\n{big}\r\nms j 2000000 MA\r\n{big}\r\nmn\r\n"
+            ),
+        );
+        let too_large = "SERVER_ERROR object too large for cache\r\n";
+        assert_eq!(replies, format!("{too_large}{too_large}{too_large}MN\r\n"));
+        assert_eq!(stat(&s, "store_too_large"), 4);
+        assert_eq!([stat(&s, "cmd_set"), stat(&s, "total_items")], [sets, stored]);
+        assert_eq!(run(&s, "get k j\r\n"), "END\r\n");
     }
 
     #[test]

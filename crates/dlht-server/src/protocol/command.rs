@@ -34,12 +34,13 @@ pub enum Parsed<'a> {
     /// memcached itself sends the reply only once the block is swallowed; the
     /// bytes on the wire are the same either way.
     Swallow { reply: &'static [u8], line: usize, remaining: usize },
-    /// A `set` or `ms` refused as too large: memcached first unlinks the
-    /// key's item ("Avoid stale data persisting in cache because we failed
-    /// alloc", so that a client never reads the value the set meant to
-    /// replace), then answers and swallows as `Swallow` does, whether the
-    /// block has arrived or not.
-    Refused { unlink: MetaKey<'a>, reply: &'static [u8], line: usize, remaining: usize },
+    /// A storage command refused as too large (counted in
+    /// `store_too_large`). For a `set` or an `ms` (`unlink`), memcached
+    /// first unlinks the key's item ("Avoid stale data persisting in cache
+    /// because we failed alloc", so that a client never reads the value the
+    /// set meant to replace). Then it answers and swallows as `Swallow`
+    /// does, whether the block has arrived or not.
+    Refused { unlink: Option<MetaKey<'a>>, reply: &'static [u8], line: usize, remaining: usize },
     /// A storage command (text or `ms`) whose data block did not end in
     /// "\r\n": as `Error` (`reply` may be none, for `noreply`), and memcached
     /// counts it in `cmd_set` (its `complete_nread` counts before it checks).

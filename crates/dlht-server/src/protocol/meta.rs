@@ -128,7 +128,7 @@ fn meta_set<'a>(buf: &'a [u8], line_len: usize, t: &Line<'a>, limits: &Limits) -
     if !limits.item_fits(key.len(), flags.client_flags.unwrap_or(0), vlen) {
         // In every mode, as memcached 1.6.18 does.
         let reply = reply::SERVER_ERROR_OBJECT_TOO_LARGE;
-        return Parsed::Refused { unlink: key, reply, line: line_len, remaining: total };
+        return Parsed::Refused { unlink: Some(key), reply, line: line_len, remaining: total };
     }
     // ms always reports a bad data chunk, `q` or not.
     data_block(buf, line_len, vlen, reply::CLIENT_ERROR_BAD_DATA_CHUNK, |data| {

@@ -276,7 +276,7 @@ fn ms_data_block_and_size() {
         assert_eq!(
             parse(&head(line), &limits),
             Parsed::Refused {
-                unlink: MetaKey { raw: b"k", base64: false },
+                unlink: Some(MetaKey { raw: b"k", base64: false }),
                 reply: SERVER_ERROR_OBJECT_TOO_LARGE,
                 line: line.len(),
                 remaining

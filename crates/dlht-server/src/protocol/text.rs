@@ -16,7 +16,7 @@
 
 use memchr::memchr;
 
-use super::command::{data_block, error, swallow, MetaKey};
+use super::command::{data_block, error, MetaKey};
 use super::meta;
 use super::num::{safe_strtol, safe_strtoul, safe_strtoull};
 use super::reply;
@@ -274,11 +274,8 @@ fn update<'a>(buf: &'a [u8], line_len: usize, t: &Line<'a>, op: StoreOp, limits:
     }
     if !limits.item_fits(key.len(), flags, vlen) {
         let reply = if noreply { reply::NONE } else { reply::SERVER_ERROR_OBJECT_TOO_LARGE };
-        if op == StoreOp::Set {
-            let unlink = MetaKey { raw: key, base64: false };
-            return Parsed::Refused { unlink, reply, line: line_len, remaining: vlen + 2 };
-        }
-        return swallow(buf, reply, line_len, vlen + 2);
+        let unlink = (op == StoreOp::Set).then_some(MetaKey { raw: key, base64: false });
+        return Parsed::Refused { unlink, reply, line: line_len, remaining: vlen + 2 };
     }
     let bad_chunk = if noreply { reply::NONE } else { reply::CLIENT_ERROR_BAD_DATA_CHUNK };
     data_block(buf, line_len, vlen, bad_chunk, |data| Command::Store {
@@ -841,7 +838,7 @@ mod tests {
         // A set refused as too large unlinks the key's item first (memcached:
         // "Avoid stale data persisting in cache because we failed alloc").
         let refused = |reply, line, remaining| Parsed::Refused {
-            unlink: MetaKey { raw: b"k", base64: false },
+            unlink: Some(MetaKey { raw: b"k", base64: false }),
             reply,
             line,
             remaining,
@@ -877,7 +874,8 @@ mod tests {
             let line = format!("{op} k 0 0 2000000{}\r\n", if op == "cas" { " 1" } else { "" });
             assert_eq!(
                 parse(line.as_bytes(), &limits),
-                Parsed::Swallow {
+                Parsed::Refused {
+                    unlink: None,
                     reply: SERVER_ERROR_OBJECT_TOO_LARGE,
                     line: line.len(),
                     remaining: 2000002
@@ -1126,7 +1124,9 @@ mod split_invariance {
                 }
                 Parsed::Refused { unlink, reply, line, remaining } => {
                     assert!(line > 0 && line <= rest.len());
-                    events.push(Event::Unlink(unlink.raw.to_vec()));
+                    if let Some(unlink) = unlink {
+                        events.push(Event::Unlink(unlink.raw.to_vec()));
+                    }
                     events.push(Event::Drop(reply.to_vec(), line + remaining));
                     if line + remaining > rest.len() {
                         break;
@@ -1187,7 +1187,9 @@ mod split_invariance {
                     }
                     Parsed::Refused { unlink, reply, line, remaining } => {
                         assert!(line > 0 && line <= buffer.len());
-                        events.push(Event::Unlink(unlink.raw.to_vec()));
+                        if let Some(unlink) = unlink {
+                            events.push(Event::Unlink(unlink.raw.to_vec()));
+                        }
                         events.push(Event::Drop(reply.to_vec(), line + remaining));
                         buffer.drain(..line);
                         let dropped = remaining.min(buffer.len());
