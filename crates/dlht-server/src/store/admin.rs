@@ -6,14 +6,15 @@
 //! What each does here:
 //! - `stats detail on|off|dump`: per-prefix counts of gets, hits, sets and
 //!   deletes (the key up to its first `:`), kept while on, as memcached's
-//!   `stats_prefix`; at most [`MAX_PREFIXES`] prefixes (a client naming
+//!   `stats_prefix`, and emptied by `stats reset`; at most [`MAX_PREFIXES`]
+//!   prefixes (a client naming
 //!   endless prefixes must not grow the server past `-m`), the dump sorted
 //!   by prefix (memcached's follows its hash table);
 //! - `cache_memlimit <MiB>`: the memory limit, at once (a store evicts down
 //!   to a lower one);
 //! - `lru_crawler enable|disable|sleep|crawl`: the crawler that takes back
 //!   expired items (paused while disabled; `sleep` sets its pause between
-//!   steps of 1024 bins, in microseconds, 1 ms at least; `crawl` answers as
+//!   steps of 1024 bins, in microseconds, 10 ms at least; `crawl` answers as
 //!   memcached's, the crawler being always under way);
 //! - `stats sizes`: "disabled", as memcached's default (no size histogram
 //!   is kept);
@@ -271,6 +272,11 @@ impl Detail {
     pub(super) fn set(&self, on: bool) {
         // Relaxed: a switch for statistics.
         self.on.store(on, Relaxed);
+    }
+
+    /// Forget every prefix (`stats reset`).
+    pub(super) fn clear(&self) {
+        self.prefixes.lock().unwrap_or_else(|e| e.into_inner()).clear();
     }
 
     /// `stats detail dump`: a `PREFIX` line per prefix, then `END`.
