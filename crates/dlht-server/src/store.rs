@@ -1551,15 +1551,10 @@ mod tests {
             panic!("a get line")
         };
         let (mut out, mut at, mut pauses) = (Vec::new(), 0, 0);
-        loop {
-            match s.execute_within(&command, &mut out, at, 1 << 20) {
-                Progress::Paused { resume_at } => {
-                    assert!(resume_at > at, "progress");
-                    at = resume_at;
-                    pauses += 1;
-                }
-                Progress::Done(_) => break,
-            }
+        while let Progress::Paused { resume_at } = s.execute_within(&command, &mut out, at, 1 << 20) {
+            assert!(resume_at > at, "progress");
+            at = resume_at;
+            pauses += 1;
         }
         assert_eq!(pauses, 3);
         assert_eq!(out, b"VALUE hit 0 1\r\nx\r\nEND\r\n");
