@@ -629,7 +629,7 @@ impl Store {
     /// connection that bounds its pending replies: a get, gets, gat or gats
     /// starts at byte `resume_at` of its key list (0, or what an earlier
     /// call paused at) and stops once `out` holds more than `out_limit`
-    /// bytes, or after [`KEYS_PER_SLICE`] keys, with keys left,
+    /// bytes, or after `KEYS_PER_SLICE` (4,096) keys, with keys left,
     /// so that a get line naming a large item a million times never builds
     /// its whole reply in memory (memcached sends such a reply as the
     /// client reads it). `END` comes with the last key. Other commands run
