@@ -304,8 +304,8 @@ impl Store {
     }
 
     /// Start the crawler: a thread that walks the map every
-    /// [`CRAWL_PAUSE`] (or as `lru_crawler sleep` says, 10 ms at least),
-    /// [`CRAWL_STEP`] bins at a time, while enabled, removing expired
+    /// `CRAWL_PAUSE` (or as `lru_crawler sleep` says, 10 ms at least),
+    /// `CRAWL_STEP` bins at a time, while enabled, removing expired
     /// items; it stops when the handle drops.
     pub fn start_crawler(self: &Arc<Self>) -> std::io::Result<Crawler> {
         let stop = Arc::new(AtomicBool::new(false));
