@@ -88,6 +88,12 @@ pub struct Meta {
 }
 
 impl Meta {
+    /// The item of this metadata and `data`.
+    pub fn with_data(self, data: &[u8]) -> ItemRef<'_> {
+        let Meta { flags, exptime, time, cas, stale, token_sent, key_binary } = self;
+        ItemRef { flags, exptime, time, cas, stale, token_sent, key_binary, data }
+    }
+
     /// The same metadata without memcached's item flags (stale, token
     /// sent, binary key): what a new item (memcached allocates one for a
     /// store, an append, a number that grew) starts with.
@@ -165,7 +171,7 @@ pub fn decode(bytes: &[u8]) -> Option<ItemRef<'_>> {
     let u32_at = |i: usize| head.get(i..i + 4).and_then(|b| b.try_into().ok()).map(u32::from_le_bytes);
     let cas = head.get(12..20).and_then(|b| b.try_into().ok()).map(u64::from_le_bytes)?;
     let word = TimeWord::from_bits(u32_at(8)?);
-    Some(ItemRef {
+    let meta = Meta {
         flags: u32_at(0)?,
         exptime: u32_at(4)?,
         time: word.time(),
@@ -173,8 +179,8 @@ pub fn decode(bytes: &[u8]) -> Option<ItemRef<'_>> {
         stale: word.stale(),
         token_sent: word.token_sent(),
         key_binary: word.key_binary(),
-        data,
-    })
+    };
+    Some(meta.with_data(data))
 }
 
 #[cfg(test)]

@@ -22,7 +22,7 @@ pub use super::command::{ArithMode, MetaCommand, MetaFlag, MetaFlags, MetaKey, S
 /// tokens (the terminal one makes 20): 17 flags for mg/md/ma, 16 for ms.
 const MAX_META_TOKENS: usize = 20;
 /// memcached's `MFLAG_MAX_OPAQUE_LENGTH`: an `O` token, `O` included.
-pub(crate) const MAX_OPAQUE_TOKEN: usize = 32;
+const MAX_OPAQUE_TOKEN: usize = 32;
 
 /// memcached's `process_*_command` for the two-byte `m?` commands.
 pub(crate) fn process<'a>(buf: &'a [u8], line_len: usize, t: &Line<'a>, limits: &Limits) -> Parsed<'a> {
@@ -121,7 +121,7 @@ fn meta_set<'a>(buf: &'a [u8], line_len: usize, t: &Line<'a>, limits: &Limits) -
         Some(b'R') => SetMode::Replace,
         Some(_) => return swallow(buf, reply::CLIENT_ERROR_INVALID_MS_MODE, line_len, total),
     };
-    if flags.opaque.is_some_and(|o| o.len() + 1 > MAX_OPAQUE_TOKEN) {
+    if flags.opaque_too_long() {
         return swallow(buf, reply::CLIENT_ERROR_OPAQUE_TOO_LONG, line_len, total);
     }
     let key = MetaKey { raw: raw_key, base64: flags.has_base64_key() };
@@ -146,12 +146,30 @@ fn opaque_too_long(command: &MetaCommand<'_>) -> bool {
         | MetaCommand::Debug { .. }
         | MetaCommand::Noop => return false,
     };
-    flags.opaque.is_some_and(|o| o.len() + 1 > MAX_OPAQUE_TOKEN)
+    flags.opaque_too_long()
 }
 
 impl MetaFlags<'_> {
     fn has_base64_key(&self) -> bool {
         self.iter().any(|f| f.flag == b'b')
+    }
+
+    /// memcached's "opaque token too long": an `O` token over 32 bytes,
+    /// flag included.
+    pub(crate) fn opaque_too_long(&self) -> bool {
+        self.opaque.is_some_and(|o| o.len() + 1 > MAX_OPAQUE_TOKEN)
+    }
+
+    /// Where among the flags the opaque too long is, if there is one (a
+    /// flag appears once at most): memcached's mg and ma find it while they
+    /// write their reply, after the flags before it took effect. Walks the
+    /// flags only when there is one.
+    pub(crate) fn opaque_too_long_at(&self) -> Option<usize> {
+        if self.opaque_too_long() {
+            self.iter().position(|f| f.flag == b'O')
+        } else {
+            None
+        }
     }
 }
 

@@ -29,7 +29,7 @@ use dlht::Guard;
 use super::{bump, data_number, Dead, Store, Verdict};
 use super::{CLIENT_ERROR_NON_NUMERIC, SERVER_ERROR_OUT_OF_MEMORY, SERVER_ERROR_OUT_OF_MEMORY_STORING};
 use crate::item::{self, ItemRef, Meta};
-use crate::protocol::meta::{ArithMode, MetaCommand, MetaFlags, MetaKey, SetMode, MAX_OPAQUE_TOKEN};
+use crate::protocol::meta::{ArithMode, MetaCommand, MetaFlags, MetaKey, SetMode};
 use crate::protocol::reply::CLIENT_ERROR_OPAQUE_TOO_LONG;
 use crate::protocol::text::{Limits, KEY_MAX_LENGTH};
 
@@ -66,10 +66,11 @@ impl Store {
         let k = key.bytes(&mut scratch);
         // memcached finds an opaque too long while it writes the reply: after
         // a vivify, and after the flags before it took effect (`T`, `N`).
-        let bad_opaque = flags.iter().position(|f| f.flag == b'O' && f.token.len() + 1 > MAX_OPAQUE_TOKEN);
+        let bad_opaque = flags.opaque_too_long_at();
         let upto = bad_opaque.unwrap_or(usize::MAX);
-        let touches = flags.iter().take(upto).any(|f| f.flag == b'T');
-        let ttl = flags.ttl.filter(|_| touches).map(|t| self.clock.realtime(t));
+        // (The flags are walked again only for a T behind a long opaque.)
+        let touches = || bad_opaque.is_none() || flags.iter().take(upto).any(|f| f.flag == b'T');
+        let ttl = flags.ttl.filter(|_| touches()).map(|t| self.clock.realtime(t));
         let vivify = flags.vivify_ttl.map(|t| self.clock.realtime(t));
         let recache = flags.recache_ttl.map(|t| self.clock.realtime(t));
         // The item to report on, whether this command created it, and
@@ -85,8 +86,8 @@ impl Store {
                         // nor when memcached bumps after the reply (it
                         // locks the item for h, l and R) and the reply
                         // failed on an opaque too long.
-                        let late = flags.iter().any(|f| matches!(f.flag, b'h' | b'l' | b'R'));
-                        let bumped_after_reply_failed = late && bad_opaque.is_some();
+                        let bumped_after_reply_failed = bad_opaque.is_some()
+                            && flags.iter().any(|f| matches!(f.flag, b'h' | b'l' | b'R'));
                         if !(flags.no_lru_bump || bumped_after_reply_failed) {
                             self.note_access(v);
                         }
@@ -129,7 +130,7 @@ impl Store {
                         ..Meta::default()
                     };
                     item::push(buf, &meta, &[]);
-                    seen = Some((ItemRef { exptime: 0, data: b"", ..meta_ref(&meta) }, true));
+                    seen = Some((ItemRef { exptime: 0, ..meta.with_data(b"") }, true));
                     Verdict::Store
                 }
                 (None, _, None) => {
@@ -516,7 +517,7 @@ impl Store {
         let vivify = flags.vivify_ttl.map(|t| self.clock.realtime(t));
         // memcached finds an opaque too long while it writes the reply,
         // after the delta (or vivify) and the flags before it took effect.
-        let bad_opaque = flags.iter().position(|f| f.flag == b'O' && f.token.len() + 1 > MAX_OPAQUE_TOKEN);
+        let bad_opaque = flags.opaque_too_long_at();
         let upto = bad_opaque.unwrap_or(usize::MAX);
         let start = out.len();
         // A number rewritten in place stays fetched if it was.
@@ -712,20 +713,6 @@ fn push_ttl(out: &mut Vec<u8>, exptime: u32, now: u32) {
         out.extend_from_slice(b" t-1");
     } else {
         let _ = write!(out, " t{}", exptime.wrapping_sub(now));
-    }
-}
-
-/// The item `meta` describes, without data.
-fn meta_ref(meta: &Meta) -> ItemRef<'static> {
-    ItemRef {
-        flags: meta.flags,
-        exptime: meta.exptime,
-        time: meta.time,
-        cas: meta.cas,
-        stale: meta.stale,
-        token_sent: meta.token_sent,
-        key_binary: meta.key_binary,
-        data: b"",
     }
 }
 
