@@ -416,6 +416,21 @@ pub mod internals {
         Ok(crate::driver::bins_for(keys)? * core::mem::size_of::<crate::raw::bucket::PrimaryBucket>())
     }
 
+    /// Where `map.dlht` keeps the seed of the pending and shadow markers
+    /// of the open that last ran operations: a test plants the leftovers
+    /// that open could have left.
+    #[cfg(not(loom))]
+    pub const MAP_MARKER_SEED_AT: usize =
+        core::mem::offset_of!(crate::persist::layout::MapHeader, marker_seed);
+
+    /// The markers of an open whose seed is `seed` (zero: a map's before
+    /// seeds existed), for bins of parity 0 and 1: `[dead, pending,
+    /// shadow, moved]` each.
+    pub fn session_marker_words(hash: impl Fn(u64) -> u64, seed: u64) -> [[u64; 4]; 2] {
+        let m = crate::raw::markers::Markers::for_session(hash, seed);
+        [0, 1].map(|b| [m.dead(b), m.pending(b), m.shadow(b), m.moved(b)])
+    }
+
     /// The marker words `hash` gives bins 0 and 1 (dead, pending and
     /// shadow of each): words the map reserves internally, which users must
     /// still be able to store as ordinary keys.

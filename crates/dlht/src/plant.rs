@@ -64,6 +64,7 @@ plants! {
     TransferDuringSync = "transfer_during_sync",
     TargetsKept = "targets_kept",
     SyncOldestFirst = "sync_oldest_first",
+    MarkersOutliveTheirOpen = "markers_outlive_their_open",
 }
 
 /// Whether `plant` is the one `DLHT_PLANT` names (read once). An unknown

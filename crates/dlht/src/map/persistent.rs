@@ -7,7 +7,6 @@ use crate::error::Error;
 use crate::persist::hasher::FileHasher;
 use crate::persist::layout::MapKind;
 use crate::persist::{MapFile, OpenOptions, Recovery};
-use crate::raw::markers::Markers;
 use crate::word::Inline;
 use core::hash::BuildHasher;
 use core::marker::PhantomData;
@@ -58,10 +57,9 @@ impl<K: Inline, V: Inline> Map<K, V, FileHasher> {
         let hasher = FileHasher::new(opened.seed, opened.secrets);
         let hash = |w: u64| hasher.hash_one(w);
         opened.file.check_hash(hash)?;
-        let markers = Markers::for_hash(hash);
         let mut file = opened.file;
         file.set_durability(options.durability);
-        let indexes = file.open_indexes(markers, &hash)?;
+        let indexes = file.open_indexes(&hash)?;
         file.start(options.durability);
         file.opened(started);
         let core =

@@ -141,6 +141,12 @@ pub struct MapHeader {
     /// The stamp being written: `stamp + 1` from before the first file is
     /// stamped until `stamp` is advanced, `stamp` otherwise.
     pub stamping: AtomicU64,
+    /// The seed of the pending and shadow markers of the open that last
+    /// ran operations (`Markers::for_session`; zero in files made before
+    /// it existed): recovery frees what that open's dead threads left by
+    /// its markers, then the open draws a seed of its own, here before
+    /// any operation runs.
+    pub marker_seed: AtomicU64,
 }
 
 /// A file header whose fields written once, when the file is made, are

@@ -47,6 +47,7 @@ mod imp {
         SHADOW_CELLS_OFFSET, THREAD_CELLS,
     };
     use crate::error::Error;
+    use crate::plant::{planted, Plant};
     use crate::raw::index::Index;
     use crate::raw::markers::Markers;
     use crate::sync::unmodelled::{AtomicBool, AtomicU64, AtomicUsize};
@@ -509,22 +510,21 @@ mod imp {
         /// Open (or make) the map's indexes: the current one, and a grow's
         /// next one if a grow was under way; after a crash, finish or undo
         /// what the dead threads were doing in them, first.
-        pub fn open_indexes(
-            &mut self,
-            markers: Markers,
-            hash: &dyn Fn(u64) -> u64,
-        ) -> Result<Indexes, Error> {
+        pub fn open_indexes(&mut self, hash: &dyn Fn(u64) -> u64) -> Result<Indexes, Error> {
             // Relaxed accesses to the files below: no other thread of this
             // process runs in the map yet, the directory lock keeps other
             // processes out, and a crash keeps stores in program order.
             let this = &*self;
             let h = this.header();
+            // Recovery sees what the last open's threads left by that open's
+            // markers; this open's operations use markers of their own.
+            let markers = Markers::for_session(hash, h.marker_seed.load(Ordering::Relaxed));
             let g = h.generation.load(Ordering::Relaxed);
             let gens = files::index_generations(this.dir.dir())?;
             if !gens.contains(&g) {
                 return Err(Error::Corrupt { what: "the current index file is missing" });
             }
-            let current = Index::open_in(&this.dir, markers, g)?;
+            let mut current = Index::open_in(&this.dir, markers, g)?;
             // An index file a crash left half made is not one: the resize
             // that made it had not attached it (its keys are all still in
             // the older indexes).
@@ -544,7 +544,7 @@ mod imp {
             // smaller index by its address, which must stay the one the map
             // then owns. A local moved into the map later left the smaller
             // index pointing into this frame.)
-            let (next, fallback) = match open(g + 1)? {
+            let (mut next, mut fallback) = match open(g + 1)? {
                 Some(n) if n.bins() > current.bins() => (Some(n), None),
                 Some(n) if n.bins() < current.bins() => match open(g + 2)? {
                     Some(f) if f.bins() == current.bins() => (Some(n), Some(Box::new(f))),
@@ -605,6 +605,27 @@ mod imp {
             }
             let len =
                 this.cells().iter().fold(0u64, |s, c| s.wrapping_add(c.len_share.load(Ordering::Relaxed)));
+            // This open's markers: the seed goes in the map file before
+            // any operation runs (the stamp's advance syncs its page in
+            // every mode), so that a recovery after this open sees the
+            // markers its threads wrote.
+            let seed = loop {
+                // Planted bug (scripts/planted-bugs.sh): keep the last
+                // open's markers, whose leftovers damage can revive.
+                if planted(Plant::MarkersOutliveTheirOpen) {
+                    break h.marker_seed.load(Ordering::Relaxed);
+                }
+                let s = super::hasher::fresh_keys().0;
+                if s != 0 && s != h.marker_seed.load(Ordering::Relaxed) {
+                    break s;
+                }
+            };
+            h.marker_seed.store(seed, Ordering::Relaxed);
+            let session = Markers::for_session(hash, seed);
+            current.markers = session;
+            for idx in [next.as_mut(), fallback.as_deref_mut()].into_iter().flatten() {
+                idx.markers = session;
+            }
             this.advance_stamp()?;
             h.opens.fetch_add(1, Ordering::Relaxed);
             h.state.store(OPEN, Ordering::Relaxed);

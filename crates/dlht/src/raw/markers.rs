@@ -63,6 +63,44 @@ impl Markers {
         panic!("dlht: the hash function never produced both parities; it cannot index bins");
     }
 
+    /// The markers of one open of a persistent map: dead and moved as
+    /// [`for_hash`](Self::for_hash) gives them (recovery reads them in
+    /// files any earlier open wrote), pending and shadow drawn anew from
+    /// `seed` (zero: `for_hash`'s, as maps written before seeds did).
+    ///
+    /// Pending and shadow markers are never meant to outlive their open:
+    /// recovery frees those a crash left where the dead threads' cells say.
+    /// One left anywhere else (a free slot's leftover words that damage
+    /// revived) would be waited on forever, for a publication no thread of
+    /// this open will make; under a fresh seed it is an ordinary word
+    /// instead, whose hash selects a bin of the other parity.
+    pub fn for_session(hash: impl Fn(u64) -> u64, seed: u64) -> Markers {
+        let fixed = Markers::for_hash(&hash);
+        if seed == 0 {
+            return fixed;
+        }
+        let taken = [fixed.dead, fixed.moved, fixed.pending, fixed.shadow];
+        let mut found: [Vec<u64>; 2] = [Vec::new(), Vec::new()];
+        // A different walk from `for_hash`'s, started from the seed.
+        let mut candidate = seed ^ 0x2545_F491_4F6C_DD1D;
+        for _ in 0..100_000 {
+            candidate = candidate.wrapping_mul(0xD134_2543_DE82_EF95).wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let served = 1 - (hash(candidate) & 1) as usize;
+            let fresh = taken.iter().all(|m| !m.contains(&candidate)) && !found[served].contains(&candidate);
+            if fresh && found[served].len() < 2 {
+                found[served].push(candidate);
+            }
+            if found[0].len() == 2 && found[1].len() == 2 {
+                return Markers {
+                    pending: [found[0][0], found[1][0]],
+                    shadow: [found[0][1], found[1][1]],
+                    ..fixed
+                };
+            }
+        }
+        panic!("dlht: the hash function never produced both parities; it cannot index bins");
+    }
+
     /// The dead marker for the bin with index `bin`.
     #[inline]
     pub const fn dead(&self, bin: usize) -> u64 {
@@ -93,7 +131,23 @@ mod tests {
     use super::*;
 
     fn check(hash: impl Fn(u64) -> u64 + Copy) {
-        let m = Markers::for_hash(hash);
+        for seed in [0, 1, 2, u64::MAX, 0x1234_5678_9abc_def0] {
+            check_markers(hash, Markers::for_session(hash, seed));
+        }
+        let (a, b) = (Markers::for_session(hash, 1), Markers::for_session(hash, 2));
+        let zero = Markers::for_hash(hash);
+        for bin in 0..2 {
+            // Recovery reads dead and moved in any open's files: fixed.
+            assert_eq!((a.dead(bin), a.moved(bin)), (zero.dead(bin), zero.moved(bin)));
+            // Pending and shadow are the open's own.
+            assert_ne!(a.pending(bin), b.pending(bin));
+            assert_ne!(a.shadow(bin), b.shadow(bin));
+            assert_ne!(a.pending(bin), zero.pending(bin));
+        }
+        assert_eq!(Markers::for_session(hash, 0), zero);
+    }
+
+    fn check_markers(hash: impl Fn(u64) -> u64 + Copy, m: Markers) {
         for bin in 0..4usize {
             let all = [m.dead(bin), m.pending(bin), m.shadow(bin), m.moved(bin)];
             for (i, a) in all.iter().enumerate() {
