@@ -58,6 +58,7 @@ freeze_no_kill a_put_racing_a_freeze_is_never_lost
 shrink_finish_each an_insert_racing_a_merge_lands_exactly_once
 owned_no_hold an_owned_guard_never_reads_a_freed_element
 owned_hold_none an_element_retired_as_the_last_owned_guard_leaves_is_freed_once
+link_given_unheld an_insert_racing_a_link_given_back_lands_in_a_chained_link
 PLANTS
 )
 TEST_PLANTS=$(cat <<'PLANTS'

@@ -279,6 +279,34 @@ pub(crate) fn remove_if_word<R: Runner>(
     .expect("dlht invariant: remove never grows")
 }
 
+/// [`remove_if`], then, in the bin it freed a slot of, unchain the links
+/// that bin emptied (`protocol::links`): each is passed to `given` with
+/// the pool it goes back to once no thread can read it.
+pub(crate) fn remove_if_giving_back_links<F: Front>(
+    f: &F,
+    key: &F::K,
+    mut take: impl FnMut(F::V) -> bool,
+    mut given: impl FnMut(&std::sync::Arc<crate::raw::index::LinkPool>, crate::raw::link_meta::LinkKind, u32),
+) -> Change {
+    let (k, h) = word_and_hash(f, key);
+    f.enter(|r| {
+        let r = r.user_code();
+        let kill = r.calls_suspended();
+        r.run(
+            h,
+            |bin| {
+                let step = protocol::remove::remove_if(bin, k, |w| take(F::V::from_word(w)), kill);
+                if let (Step::Done(Change::Changed(_)), Some(pool)) = (&step, bin.index.link_pool()) {
+                    protocol::links::give_back(bin, |kind, first| given(pool, kind, first));
+                }
+                step
+            },
+            |c| -(matches!(c, Change::Changed(_)) as i64),
+        )
+        .expect("dlht invariant: remove never grows")
+    })
+}
+
 /// Shadow insert on words: the key held hidden (no change to the count).
 #[inline]
 pub(crate) fn shadow_insert_word<R: Runner>(r: &R, hash: u64, k: u64) -> Result<Inserted, Error> {

@@ -65,6 +65,7 @@ plants! {
     TargetsKept = "targets_kept",
     SyncOldestFirst = "sync_oldest_first",
     MarkersOutliveTheirOpen = "markers_outlive_their_open",
+    LinkGivenUnheld = "link_given_unheld",
 }
 
 /// Whether `plant` is the one `DLHT_PLANT` names (read once). An unknown

@@ -424,3 +424,95 @@ fn hand_covers_every_entry_once_per_turn_and_stamps_stick() {
     assert_eq!(m.get(b"4", &g).unwrap().stamp().load(Relaxed), 0);
     assert_eq!(v.stamp().load(Relaxed), 9, "the replaced value keeps its own");
 }
+
+/// A byte map holding two keys per bin whose keys all turn over, as a
+/// cache's do (insert the newest, remove the oldest): bins give back the
+/// link buckets they empty (`protocol::links`), so the links in use stay
+/// near what the bins hold at any one time instead of climbing to one per
+/// bin that ever held four keys (which cost a cache under a memory limit
+/// more than half its items: `dlht-server -m`); the keys present are all
+/// there, and the map does not resize.
+#[test]
+fn churn_gives_emptied_links_back() {
+    const N: u64 = 1 << 14;
+    let m = ByteMap::with_capacity(N as usize);
+    let key = |i: u64| key_bytes(1 + i.wrapping_mul(0x9E37_79B9_7F4A_7C15) % (1 << 40));
+    for i in 0..N {
+        m.insert(&key(i), &i.to_le_bytes(), &m.guard()).unwrap().unwrap();
+    }
+    let bins = m.stats().bins;
+    for i in N..16 * N {
+        // A guard per operation, as a server's request has: links given
+        // back reach the pool once the guards that may read them are gone.
+        m.insert(&key(i), &i.to_le_bytes(), &m.guard()).unwrap().unwrap();
+        assert_eq!(m.remove(&key(i - N), &m.guard()).map(word), Some(i - N));
+    }
+    let s = m.stats();
+    assert_eq!((s.resizes, s.bins), (0, bins), "{s:?}");
+    let links = s.memory.link_bytes / 64;
+    // About a third of the bins hold a link (those between four keys and
+    // their way back down to one); before, the map grew instead.
+    assert!(links * 5 < 2 * bins, "{links} links in use over {bins} bins after churn");
+    let g = m.guard();
+    assert_eq!(m.len(), N as usize);
+    assert!((15 * N..16 * N).all(|i| m.get(&key(i), &g).map(word) == Some(i)));
+}
+
+/// Four threads churn keys of their own through a small byte map whose
+/// bins chain and give back links all the time (each thread keeps a
+/// window of its keys present: insert the newest, remove the oldest),
+/// while a fixed set of keys is read throughout: no read of a fixed key
+/// misses or sees another value, no churned key is lost or changed while
+/// present, and every fixed key is there at the end.
+#[test]
+fn links_given_back_under_concurrent_churn_lose_nothing() {
+    const FIXED: u64 = 100;
+    const WINDOW: u64 = 32;
+    let rounds = (40_000.0 * stress_scale()) as u64;
+    let m = ByteMap::with_capacity(256);
+    {
+        let g = m.guard();
+        for k in 0..FIXED {
+            m.insert(&key_bytes(k), &k.to_le_bytes(), &g).unwrap().unwrap();
+        }
+    }
+    std::thread::scope(|s| {
+        for t in 0..4u64 {
+            let m = &m;
+            s.spawn(move || {
+                let mut rng = Rng(0x11 + t);
+                // Key i of this thread, and its value.
+                let key = |i: u64| FIXED + 1 + t + 4 * (i % 4096);
+                let val = |i: u64| (key(i) << 16) | (i & 0xFFFF);
+                for i in 0..rounds {
+                    let g = m.guard();
+                    let k = key(i);
+                    if let Err(old) = m.insert(&key_bytes(k), &val(i).to_le_bytes(), &g).unwrap() {
+                        panic!("key {k} of thread {t} present before its insert: {:#x}", word(old));
+                    }
+                    let f = rng.below(FIXED);
+                    assert_eq!(m.get(&key_bytes(f), &g).map(word), Some(f), "fixed key {f}");
+                    let j = i.saturating_sub(rng.below(WINDOW));
+                    assert_eq!(
+                        m.get(&key_bytes(key(j)), &g).map(word),
+                        Some(val(j)),
+                        "churned key {}",
+                        key(j)
+                    );
+                    if i >= WINDOW {
+                        let o = i - WINDOW;
+                        assert_eq!(
+                            m.remove(&key_bytes(key(o)), &g).map(word),
+                            Some(val(o)),
+                            "churned key {}",
+                            key(o)
+                        );
+                    }
+                }
+            });
+        }
+    });
+    let g = m.guard();
+    assert_eq!(m.len(), (FIXED + 4 * WINDOW) as usize);
+    assert!((0..FIXED).all(|k| m.get(&key_bytes(k), &g).map(word) == Some(k)));
+}

@@ -45,12 +45,39 @@ pub(crate) struct PointerIndex<E: Element, H: BuildHasher = SignatureMix> {
 impl<E: Element, H: BuildHasher> PointerIndex<E, H> {
     /// An empty index for `n` keys.
     pub fn try_with_capacity(n: usize, hasher: H) -> Result<Self, Error> {
-        Ok(PointerIndex {
-            index: Map::try_with_capacity_and_hasher(n, hasher)?,
-            collided: AtomicIsize::new(0),
-            heap: None,
-            _owns: PhantomData,
-        })
+        let index = Map::try_with_capacity_and_hasher(n, hasher)?;
+        // Every reader of its bins holds one of the allocator's guards,
+        // which a link given back waits out (`give_back_links`).
+        index.return_links();
+        Ok(PointerIndex { index, collided: AtomicIsize::new(0), heap: None, _owns: PhantomData })
+    }
+
+    /// Remove `kw`'s slot if it still holds `w`; the links its bin then
+    /// emptied go back to the index's pool once every thread that may read
+    /// them through the bin has let go (`guard`'s reclamation: pins and
+    /// owned guards alike; `protocol::links`, U4).
+    fn remove_word(&self, kw: u64, w: u64, guard: &Guard) -> bool {
+        /// A link on its way back to its pool.
+        struct Given(std::sync::Arc<crate::raw::index::LinkPool>, crate::raw::link_meta::LinkKind, u32);
+        /// # Safety
+        /// `addr` is a `Box<Given>`'s, retired once.
+        unsafe fn give(addr: usize) {
+            // SAFETY: the caller's contract.
+            let g = unsafe { Box::from_raw(addr as *mut Given) };
+            g.0.give(g.1, g.2);
+        }
+        let removed = driver::remove_if_giving_back_links(
+            &self.index,
+            &kw,
+            |cur| cur == w,
+            |pool, kind, first| {
+                let addr = Box::into_raw(Box::new(Given(pool.clone(), kind, first))) as usize;
+                // SAFETY: a fresh box nothing else reaches, retired once;
+                // `give` touches only the pool it holds a count of.
+                unsafe { guard.retire(addr, super::entry::Free::Plain(give)) };
+            },
+        );
+        matches!(removed, Change::Changed(_))
     }
 
     /// An index over `index` (a persistent map's, opened), allocating in
@@ -267,7 +294,7 @@ impl<E: Element, H: BuildHasher> PointerIndex<E, H> {
                 let (new, list) = or_panic(self.list_without(kw, w, old));
                 self.swap(kw, w, new, list)
             } else {
-                matches!(driver::remove_if(&self.index, &kw, |cur| cur == w), Change::Changed(_))
+                self.remove_word(kw, w, guard)
             };
             if done {
                 if in_list {

@@ -272,6 +272,14 @@ impl<K: Inline, V: Inline, S: BuildHasher> Map<K, V, S> {
         self.shrink_to(0)
     }
 
+    /// Let this in-memory map's bins give back emptied links, for a map
+    /// whose readers all hold the allocator's guards (see
+    /// [`Index::return_links`](crate::raw::index::Index::return_links)).
+    pub(crate) fn return_links(&self) {
+        let guard = self.core.pin();
+        self.core.current(&guard).return_links();
+    }
+
     /// Shrink the index, keeping room for at least `min_capacity` keys (and
     /// for every key present); see [`shrink_to_fit`](Self::shrink_to_fit).
     ///

@@ -20,6 +20,7 @@
 pub mod freeze;
 pub mod get;
 pub mod insert;
+pub mod links;
 pub mod put;
 pub mod remove;
 pub mod shadow;

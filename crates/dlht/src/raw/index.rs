@@ -14,7 +14,6 @@ use crate::persist::layout::IndexHeader;
 use crate::sync::{unmodelled, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use core::marker::PhantomData;
 use crossbeam_utils::CachePadded;
-#[cfg(not(loom))]
 use std::sync::Arc;
 
 /// Fewest bins an index has: two, so both bin parities exist (see markers).
@@ -140,6 +139,65 @@ pub struct Index {
     /// its bins may hold what was written ahead of the index before it
     /// (see [`Self::empties_targets`]).
     opened: bool,
+    /// Link buckets that bins gave back when they emptied them, chained
+    /// again before any new one is claimed (`protocol::links`). Unset: the
+    /// index keeps every link chained for its life (a persistent index,
+    /// and a map whose readers are not all held off reclamation by the
+    /// allocator's guards: see [`Index::return_links`]).
+    link_pool: std::sync::OnceLock<Arc<LinkPool>>,
+}
+
+/// Link buckets given back by bins that emptied them
+/// (`protocol::links`), for chaining again: one list per kind (a pair is
+/// two consecutive buckets, named by its first). A bucket is put here only
+/// once no thread can still read it through the bin it left.
+#[derive(Default)]
+pub struct LinkPool {
+    /// Singles, then pairs. A lock: bins chain and give back links on a
+    /// rare path (a bin passing four or eight keys), never on every
+    /// operation, and outside loom's model (it orders no bin's data:
+    /// chaining publishes a bucket through its link-meta CAS).
+    free: std::sync::Mutex<[Vec<u32>; 2]>,
+    /// Buckets in `free` (a statistic: the memory the index counts).
+    held: unmodelled::AtomicUsize,
+}
+
+impl LinkPool {
+    const fn list(kind: LinkKind) -> usize {
+        match kind {
+            LinkKind::Single => 0,
+            LinkKind::Pair => 1,
+        }
+    }
+
+    const fn buckets(kind: LinkKind) -> usize {
+        match kind {
+            LinkKind::Single => 1,
+            LinkKind::Pair => 2,
+        }
+    }
+
+    /// A given-back link of `kind`, if any.
+    fn take(&self, kind: LinkKind) -> Option<u32> {
+        let first = self.free.lock().unwrap_or_else(|e| e.into_inner())[Self::list(kind)].pop()?;
+        // Relaxed: a statistic.
+        self.held.fetch_sub(Self::buckets(kind), Ordering::Relaxed);
+        Some(first)
+    }
+
+    /// Give back the link of `kind` starting at bucket `first`: no bin
+    /// chains it, and no thread can still read it as one's.
+    pub fn give(&self, kind: LinkKind, first: u32) {
+        self.free.lock().unwrap_or_else(|e| e.into_inner())[Self::list(kind)].push(first);
+        // Relaxed: a statistic.
+        self.held.fetch_add(Self::buckets(kind), Ordering::Relaxed);
+    }
+
+    /// Buckets waiting here.
+    fn held(&self) -> usize {
+        // Relaxed: a statistic.
+        self.held.load(Ordering::Relaxed)
+    }
 }
 
 /// `Index::states`: checked (or never from a file), not yet, or being
@@ -256,6 +314,7 @@ impl Index {
             bins_repaired: unmodelled::AtomicUsize::new(0),
             states: unmodelled::AtomicUsize::new(STATES_CHECKED),
             opened: false,
+            link_pool: std::sync::OnceLock::new(),
         }
     }
 
@@ -321,7 +380,42 @@ impl Index {
         if let Some(f) = &self.file {
             return Self::create_in(f.set(), bins, self.markers, generation);
         }
-        Self::new(bins, self.markers, generation)
+        let next = Self::new(bins, self.markers, generation)?;
+        if self.link_pool.get().is_some() {
+            next.return_links();
+        }
+        Ok(next)
+    }
+
+    /// Let bins give back link buckets they emptied, to be chained again
+    /// (`protocol::links`; inherited by the indexes that replace this
+    /// one). Only for a map whose every reader of a bin is held off
+    /// reclamation by the allocator's guards (a pinned or owned
+    /// [`Guard`](crate::Guard)), which the giving back waits out: a byte
+    /// map's. Not for a persistent index (recovery never sees a link given
+    /// back): ignored there.
+    pub fn return_links(&self) {
+        #[cfg(not(loom))]
+        if self.file.is_some() {
+            return;
+        }
+        let _ = self.link_pool.set(Arc::new(LinkPool::default()));
+    }
+
+    /// True while both quarantine slots hold only what they were made with
+    /// (no operation ever writes one: a loom model's check).
+    #[cfg(all(test, loom))]
+    pub fn quarantine_is_clean(&self) -> bool {
+        (0..2).all(|p| {
+            let q = &self.quarantine[p];
+            q.load_key() == self.markers.dead(p) && q.load_value() == 0
+        })
+    }
+
+    /// Where this index's bins give back link buckets, if they do.
+    #[inline]
+    pub fn link_pool(&self) -> Option<&Arc<LinkPool>> {
+        self.link_pool.get()
     }
 
     /// Write a file-backed index's dirty pages to disk and wait.
@@ -412,7 +506,8 @@ impl Index {
     pub fn links_claimed(&self) -> usize {
         // Relaxed: a statistic; the counter may have run past the array
         // after failed claims.
-        (self.link_next.load(Ordering::Relaxed) as usize).min(self.links.len())
+        let claimed = (self.link_next.load(Ordering::Relaxed) as usize).min(self.links.len());
+        claimed.saturating_sub(self.link_pool().map_or(0, |p| p.held()))
     }
 
     /// Slots available to inserts: three per bin plus four per link bucket
@@ -619,6 +714,22 @@ impl Index {
     /// If another thread chained the same link first, our buckets are leaked
     /// and counted (hazard 6); the bin is chained either way.
     pub fn chain<T: Threading>(&self, bin: &BinRef<'_, T>, kind: LinkKind, who: Claimant) -> bool {
+        let meta = &bin.bucket.link_meta;
+        if let Some(pool) = self.link_pool() {
+            if let Some(first) = pool.take(kind) {
+                let mut cur = meta.load();
+                loop {
+                    if cur.get(kind).is_some() {
+                        pool.give(kind, first); // never chained: no thread saw it
+                        return true;
+                    }
+                    match meta.cas::<T>(cur, cur.with(kind, first)) {
+                        Ok(()) => return true,
+                        Err(found) => cur = found,
+                    }
+                }
+            }
+        }
         let n: u64 = match kind {
             LinkKind::Single => 1,
             LinkKind::Pair => 2,
@@ -645,11 +756,14 @@ impl Index {
             f.header().link_floor.fetch_max(first + n, Ordering::Relaxed);
         }
         crate::persist::crash::at(crate::persist::crash::CrashPoint::LinkClaimed);
-        let meta = &bin.bucket.link_meta;
         let mut cur = meta.load();
         loop {
             if cur.get(kind).is_some() {
-                self.leaked_links.fetch_add(n as usize, Ordering::Relaxed); // a statistic
+                match self.link_pool() {
+                    // Never chained: no thread saw it, so back at once.
+                    Some(pool) => pool.give(kind, first as u32),
+                    None => drop(self.leaked_links.fetch_add(n as usize, Ordering::Relaxed)), // a statistic
+                }
                 return true;
             }
             match meta.cas::<T>(cur, cur.with(kind, first as u32)) {
@@ -765,14 +879,19 @@ impl<'a, T: Threading> BinRef<'a, T> {
         Ok(repaired)
     }
 
-    /// A claimed slot of a link bucket the bin never chained: only a damaged
+    /// A claimed slot of a link bucket the bin does not chain: a damaged
     /// map file holds one (a live bin chains a bucket before claiming its
-    /// slots). It reads as dead, which every operation skips and recovery
-    /// frees, instead of trusting the header.
+    /// slots), and a reader whose header predates a link's giving back
+    /// meets one (`protocol::links`: its validation then fails, as the
+    /// header changed). It reads as dead, which every operation skips and
+    /// recovery frees, instead of trusting the header.
     #[cold]
     #[inline(never)]
     fn unchained(&self) -> &'a Slot {
-        assert!(self.index.is_persistent(), "dlht invariant: a claimed slot's link bucket is chained");
+        assert!(
+            self.index.is_persistent() || self.index.link_pool().is_some(),
+            "dlht invariant: a claimed slot's link bucket is chained"
+        );
         &self.index.quarantine[self.bin & 1]
     }
 }

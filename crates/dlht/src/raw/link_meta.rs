@@ -9,8 +9,10 @@
 //!
 //! The single link chains one link bucket (slots 3..7); the pair link chains
 //! two consecutive ones (slots 7..11 and 11..15). Indexes are stored plus one
-//! so that zeroed memory means "not chained". Each half is written once, by a
-//! CAS from zero, and never changes for the life of the index.
+//! so that zeroed memory means "not chained". Each half is written by a CAS
+//! from zero; in a map whose bins give emptied links back
+//! (`protocol::links`), it returns to zero only while the bin holds every
+//! slot of that link itself.
 
 use super::header::SLOTS_PER_BIN;
 use super::threading::{cas_word, Threading};
@@ -105,6 +107,19 @@ impl LinkMeta {
         match kind {
             LinkKind::Single => LinkMeta((self.0 & !0xFFFF_FFFF) | stored),
             LinkKind::Pair => LinkMeta((self.0 & 0xFFFF_FFFF) | (stored << Self::HALF)),
+        }
+    }
+}
+
+impl LinkMeta {
+    /// The same metadata with `kind` no longer chained (a bin giving its
+    /// emptied link back: `protocol::links`).
+    #[inline]
+    #[must_use]
+    pub const fn without(self, kind: LinkKind) -> LinkMeta {
+        match kind {
+            LinkKind::Single => LinkMeta(self.0 & !0xFFFF_FFFF),
+            LinkKind::Pair => LinkMeta(self.0 & 0xFFFF_FFFF),
         }
     }
 }

@@ -74,6 +74,7 @@ impl Markers {
     /// revived) would be waited on forever, for a publication no thread of
     /// this open will make; under a fresh seed it is an ordinary word
     /// instead, whose hash selects a bin of the other parity.
+    #[cfg_attr(loom, allow(dead_code))] // persistent maps only
     pub fn for_session(hash: impl Fn(u64) -> u64, seed: u64) -> Markers {
         let fixed = Markers::for_hash(&hash);
         if seed == 0 {

@@ -426,3 +426,40 @@ fn two_conditional_changes_of_one_word_never_both_win() {
         }
     });
 }
+
+/// A bin of K, K2, 6 and 8 (8 in the single link bucket, the index's only
+/// link an insert may claim): this thread removes 8 and gives the emptied
+/// link back, while another inserts 10, which needs a link slot (the
+/// primary bucket is full). The insert lands exactly once, in a link the
+/// bin chains (the given-back one, taken from the pool, or the one it
+/// still had), never in the quarantine slot a reader of an unchained link
+/// meets; every other key stays.
+#[test]
+fn an_insert_racing_a_link_given_back_lands_in_a_chained_link() {
+    use crate::protocol::links::give_back_keeping;
+    model(|| {
+        let idx = index(2);
+        idx.return_links();
+        for k in [K, K2, 6, 8] {
+            assert_eq!(ins(&idx, k, k * 10), Inserted::New);
+        }
+        let i2 = idx.clone();
+        let t = loom::thread::spawn(move || loop {
+            match insert(&i2.bin(0), 10, 100) {
+                Step::Done(r) => return r,
+                // No link to chain until the given-back one is pooled.
+                Step::Full => loom::thread::yield_now(),
+                Step::Moved => unreachable!("no resize in this model"),
+            }
+        });
+        assert_eq!(rm(&idx, 8), Some(80));
+        let pool = idx.link_pool().unwrap().clone();
+        give_back_keeping(&idx.bin(0), 0, |kind, first| pool.give(kind, first));
+        assert_eq!(t.join().unwrap(), Inserted::New);
+        for k in [K, K2, 6, 10] {
+            assert_eq!(gt(&idx, k), Some(k * 10), "key {k}");
+        }
+        assert_eq!(gt(&idx, 8), None);
+        assert!(idx.quarantine_is_clean(), "a key was written into the quarantine slot");
+    });
+}
