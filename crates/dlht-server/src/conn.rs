@@ -12,7 +12,7 @@ use mio::Interest;
 
 use crate::auth::{self, AuthFile, Login};
 use crate::protocol::reply;
-use crate::protocol::text::{parse, Command, Keys, Limits, Parsed, BINARY_REQUEST_MAGIC};
+use crate::protocol::text::{parse, parse_resuming, Command, Keys, Limits, Parsed, BINARY_REQUEST_MAGIC};
 use crate::store::{Outcome, Progress, Store};
 
 /// Commands of a pipeline parsed ahead and prefetched together.
@@ -84,6 +84,10 @@ pub struct Conn {
     /// Why the server closed the connection, when it was not the client's
     /// doing (for `-v`).
     close_reason: Option<String>,
+    /// Bytes at the front of `input` known to hold no "\n": the command
+    /// there is a line still arriving, searched for its end only in what
+    /// comes next (a 16 MiB get line arrives in hundreds of reads).
+    newline_free: usize,
 }
 
 impl Conn {
@@ -113,6 +117,7 @@ impl Conn {
             auth,
             fresh: true,
             close_reason: None,
+            newline_free: 0,
         }
     }
 
@@ -296,6 +301,7 @@ impl Conn {
             auth,
             fresh,
             close_reason,
+            newline_free,
             ..
         } = self;
         *backlogged = false;
@@ -367,8 +373,15 @@ impl Conn {
                 }
                 continue;
             }
-            match parse(&input[pos..], limits) {
-                Parsed::Incomplete => break,
+            // The hint holds for the command at the front only.
+            let hint = if pos == 0 { core::mem::take(newline_free) } else { 0 };
+            let (parsed, free) = parse_resuming(&input[pos..], limits, hint);
+            match parsed {
+                Parsed::Incomplete => {
+                    // Its bytes move to the front of `input` below.
+                    *newline_free = free;
+                    break;
+                }
                 Parsed::Command { command, consumed } => {
                     if pos + consumed == input.len() {
                         // The one command of this read.
