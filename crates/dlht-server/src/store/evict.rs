@@ -109,6 +109,28 @@ impl Store {
         (memory.total() as u64).saturating_add(self.map.len() as u64 * ALLOC_OVERHEAD)
     }
 
+    /// Shrink the map's index if it takes more than half the memory limit
+    /// while the map holds under a quarter of what it is sized for: a grow
+    /// the map made in a burst (or ever made, under a lower limit since
+    /// `cache_memlimit`) would otherwise keep the index's memory, which no
+    /// eviction frees, and at worst the whole limit (every store refused).
+    /// True if it shrank. The crawler's thread calls it; the shrink runs
+    /// there (a grow's work, non-blocking for the other threads).
+    pub fn keep_index_in_proportion(&self) -> bool {
+        // Relaxed: `cache_memlimit` may change it; any value read is one set.
+        let limit = self.memory_limit.load(Relaxed);
+        let memory = self.map.memory();
+        let oversized = memory.resize_bytes == 0
+            && memory.index_bytes as u64 > limit / 2
+            && self.map.len().saturating_mul(4) < self.map.capacity();
+        if oversized {
+            let before = self.map.capacity();
+            self.map.shrink_to(0);
+            return self.map.capacity() < before;
+        }
+        false
+    }
+
     /// A get found `v`: mark it used.
     #[inline]
     pub(super) fn note_access(&self, v: ValueRef<'_>) {
@@ -317,6 +339,7 @@ impl Store {
                 if store.crawler_settings.enabled.load(Relaxed) {
                     store.crawl(CRAWL_STEP);
                 }
+                store.keep_index_in_proportion();
                 let pause = Duration::from_micros(store.crawler_settings.sleep_us.load(Relaxed));
                 std::thread::park_timeout(pause.max(CRAWL_PAUSE_MIN));
             }
@@ -414,6 +437,25 @@ mod tests {
         }
         let (first, last) = (held[1], held[4]);
         assert!(last * 10 >= first * 9, "items held round by round: {held:?}");
+    }
+
+    /// An index grown far past what the items need (a burst, or a lower
+    /// `cache_memlimit` since) is shrunk back once it takes more than half
+    /// the limit, keeping every item; one in proportion is left alone.
+    #[test]
+    fn an_oversized_index_is_shrunk_back() {
+        let s = small(Policy::Clock);
+        for i in 0..1000u32 {
+            run(&s, &format!("set k{i} 0 0 1\r\nx\r\n"));
+        }
+        assert!(!s.keep_index_in_proportion(), "an index in proportion");
+        s.map.reserve(40_000); // 40,000 keys: 20,000 bins, 1.25 MiB of 2
+        let grown = s.map.memory().index_bytes as u64;
+        assert!(grown > LIMIT / 2, "{grown}");
+        assert!(s.keep_index_in_proportion());
+        assert!((s.map.memory().index_bytes as u64) < grown / 8, "{:?}", s.map.memory());
+        assert!((0..1000u32)
+            .all(|i| run(&s, &format!("get k{i}\r\n")) == format!("VALUE k{i} 0 1\r\nx\r\nEND\r\n")));
     }
 
     /// Keys read between stores survive a storm that evicts the others.
