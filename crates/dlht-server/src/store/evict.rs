@@ -110,7 +110,9 @@ impl Store {
     }
 
     /// Shrink the map's index if it takes more than half the memory limit
-    /// while the map holds under a quarter of what it is sized for: a grow
+    /// while the map holds under 0.75 keys per bin (a grow lands at about
+    /// 1.1, and the index shrunk to half then grows again only at 50% more
+    /// keys than now, which the limit leaves no room for): a grow
     /// the map made in a burst (or ever made, under a lower limit since
     /// `cache_memlimit`) would otherwise keep the index's memory, which no
     /// eviction frees, and at worst the whole limit (every store refused).
@@ -122,7 +124,8 @@ impl Store {
         let memory = self.map.memory();
         let oversized = memory.resize_bytes == 0
             && memory.index_bytes as u64 > limit / 2
-            && self.map.len().saturating_mul(4) < self.map.capacity();
+            // capacity: two keys per bin
+            && self.map.len().saturating_mul(8) <= self.map.capacity().saturating_mul(3);
         if oversized {
             let before = self.map.capacity();
             self.map.shrink_to(0);
