@@ -66,6 +66,7 @@ plants! {
     SyncOldestFirst = "sync_oldest_first",
     MarkersOutliveTheirOpen = "markers_outlive_their_open",
     LinkGivenUnheld = "link_given_unheld",
+    FullWhileLinkHeld = "full_while_link_held",
 }
 
 /// Whether `plant` is the one `DLHT_PLANT` names (read once). An unknown

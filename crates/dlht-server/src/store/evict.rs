@@ -121,7 +121,14 @@ impl Store {
     pub fn keep_index_in_proportion(&self) -> bool {
         // Relaxed: `cache_memlimit` may change it; any value read is one set.
         let limit = self.memory_limit.load(Relaxed);
-        let memory = self.map.memory();
+        let mut memory = self.map.memory();
+        if memory.resize_bytes > 0 {
+            // Writes help a resize along, but none comes while its second
+            // index leaves no room under the limit (every store refused):
+            // finish it here (`stats` does).
+            self.map.stats();
+            memory = self.map.memory();
+        }
         let oversized = memory.resize_bytes == 0
             && memory.index_bytes as u64 > limit / 2
             // capacity: two keys per bin

@@ -101,6 +101,20 @@ pub fn insert_as<T: Threading>(bin: &BinRef<'_, T>, key: u64, value: u64, mode: 
             Scan::Absent => {}
         }
         let Some(slot_i) = h.first_invalid() else {
+            // A bin whose emptied link is being given back holds the
+            // link's slots for a moment (`protocol::links`, U1–U3): not
+            // full, so wait for them rather than grow the index (which two
+            // threads' churn once doubled to the whole of a cache's memory
+            // limit). Other claimed slots finish as soon (inserts between
+            // I4 and I6).
+            // Planted bug (scripts/planted-bugs.sh): report the bin full.
+            if bin.index.link_pool().is_some()
+                && !h.slots_in(SlotState::TryInsert).is_empty()
+                && !planted(Plant::FullWhileLinkHeld)
+            {
+                wait_pending();
+                continue 'restart;
+            }
             return Step::Full; // I3
         };
         if let Some(kind) = link_needed(bin, slot_i) {

@@ -463,3 +463,41 @@ fn an_insert_racing_a_link_given_back_lands_in_a_chained_link() {
         assert!(idx.quarantine_is_clean(), "a key was written into the quarantine slot");
     });
 }
+
+/// A bin of eight bins' index (keys multiples of 8) with three keys in its
+/// primary bucket, two in its single link and an emptied pair: this thread
+/// gives the pair back (holding its eight slots meanwhile), while another
+/// inserts three keys. The bin has room for all of them throughout, so no
+/// insert may report it full (which grows the index: two threads' churn
+/// once doubled a cache's index to its whole memory limit).
+#[test]
+fn a_bin_holding_a_link_to_give_back_is_never_full() {
+    use crate::protocol::links::give_back;
+    model(|| {
+        let idx = index(8);
+        idx.return_links();
+        while idx.raise_link_soft() {}
+        for k in [8, 16, 24, 32, 40, 48, 56, 64] {
+            assert_eq!(ins(&idx, k, k), Inserted::New);
+        }
+        for k in [64, 48, 56] {
+            assert_eq!(rm(&idx, k), Some(k));
+        }
+        let i2 = idx.clone();
+        let t = loom::thread::spawn(move || {
+            for k in [72, 80, 88] {
+                match insert(&i2.bin(0), k, k) {
+                    Step::Done(r) => assert_eq!(r, Inserted::New),
+                    Step::Full => panic!("insert of {k}: the bin reported full"),
+                    Step::Moved => unreachable!("no resize in this model"),
+                }
+            }
+        });
+        let pool = idx.link_pool().unwrap().clone();
+        give_back(&idx.bin(0), |kind, first| pool.give(kind, first));
+        t.join().unwrap();
+        for k in [8, 16, 24, 32, 40, 72, 80, 88] {
+            assert_eq!(gt(&idx, k), Some(k), "key {k}");
+        }
+    });
+}
