@@ -111,7 +111,10 @@ impl Stats {
         let mut links_in_use = 0;
         for b in 0..idx.bins() {
             let bin = idx.bin(b);
-            let h = bin.header(); // before the link meta: links only grow
+            // The header before the link meta: a link chained since is read
+            // past (a slot it holds is not in `h`), one given back since
+            // reads as the quarantine slot (`protocol::links`).
+            let h = bin.header();
             let lm = bin.bucket.link_meta.load();
             links_in_use += lm.single().is_some() as usize + 2 * lm.pair().is_some() as usize;
             let mut lm = Some(lm);
