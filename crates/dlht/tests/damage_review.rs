@@ -64,7 +64,7 @@ fn write_u64(f: &std::fs::File, at: u64, v: u64) {
 
 /// Bins of an index file (its header's `bins`).
 fn bins_of(f: &std::fs::File) -> u64 {
-    read_u64(f, 24)
+    read_u64(f, common::file_layout::BINS_FIELD_AT)
 }
 
 /// Link buckets of an index file (its header's `links`).

@@ -383,7 +383,7 @@ fn shadow_slots(dir: &Path) -> usize {
             continue;
         }
         let f = std::fs::File::open(&path).unwrap();
-        let bins = word(&f, 24); // the index header's `bins`
+        let bins = word(&f, file_layout::BINS_FIELD_AT);
         for b in 0..bins {
             let h = word(&f, file_layout::bin_word_at(b, 0));
             n += (0..15).filter(|i| (h >> (2 * i)) & 0b11 == 0b11).count();

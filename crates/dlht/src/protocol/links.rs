@@ -36,20 +36,12 @@ use super::settle;
 use crate::plant::{planted, Plant};
 use crate::raw::header::{SlotState, SLOTS_PER_BIN};
 use crate::raw::index::BinRef;
-use crate::raw::link_meta::{LinkKind, PAIR_FIRST, SINGLE_FIRST};
+use crate::raw::link_meta::LinkKind;
 use crate::raw::threading::Threading;
 
 /// Keys below a link's first slot a bin must be down to before it gives
 /// the link back: hysteresis against chaining and giving back by turns.
 pub const KEEP: usize = 2;
-
-/// The slots of the link of `kind`.
-const fn slots_of(kind: LinkKind) -> core::ops::Range<usize> {
-    match kind {
-        LinkKind::Single => SINGLE_FIRST..PAIR_FIRST,
-        LinkKind::Pair => PAIR_FIRST..SLOTS_PER_BIN,
-    }
-}
 
 /// After a remove freed a slot of `bin`: unchain every link of the bin that
 /// is empty (U1–U3), for an index whose bins give links back. `given`
@@ -70,7 +62,7 @@ pub fn give_back_keeping<T: Threading>(
         return;
     }
     for kind in [LinkKind::Pair, LinkKind::Single] {
-        let slots = slots_of(kind);
+        let slots = kind.slots();
         let meta = &bin.bucket.link_meta;
         if meta.load().get(kind).is_none() {
             continue;

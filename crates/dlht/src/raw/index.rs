@@ -170,18 +170,11 @@ impl LinkPool {
         }
     }
 
-    const fn buckets(kind: LinkKind) -> usize {
-        match kind {
-            LinkKind::Single => 1,
-            LinkKind::Pair => 2,
-        }
-    }
-
     /// A given-back link of `kind`, if any.
     fn take(&self, kind: LinkKind) -> Option<u32> {
         let first = self.free.lock().unwrap_or_else(|e| e.into_inner())[Self::list(kind)].pop()?;
         // Relaxed: a statistic.
-        self.held.fetch_sub(Self::buckets(kind), Ordering::Relaxed);
+        self.held.fetch_sub(kind.buckets(), Ordering::Relaxed);
         Some(first)
     }
 
@@ -190,7 +183,7 @@ impl LinkPool {
     pub fn give(&self, kind: LinkKind, first: u32) {
         self.free.lock().unwrap_or_else(|e| e.into_inner())[Self::list(kind)].push(first);
         // Relaxed: a statistic.
-        self.held.fetch_add(Self::buckets(kind), Ordering::Relaxed);
+        self.held.fetch_add(kind.buckets(), Ordering::Relaxed);
     }
 
     /// Buckets waiting here.
@@ -714,26 +707,15 @@ impl Index {
     /// If another thread chained the same link first, our buckets are leaked
     /// and counted (hazard 6); the bin is chained either way.
     pub fn chain<T: Threading>(&self, bin: &BinRef<'_, T>, kind: LinkKind, who: Claimant) -> bool {
-        let meta = &bin.bucket.link_meta;
         if let Some(pool) = self.link_pool() {
             if let Some(first) = pool.take(kind) {
-                let mut cur = meta.load();
-                loop {
-                    if cur.get(kind).is_some() {
-                        pool.give(kind, first); // never chained: no thread saw it
-                        return true;
-                    }
-                    match meta.cas::<T>(cur, cur.with(kind, first)) {
-                        Ok(()) => return true,
-                        Err(found) => cur = found,
-                    }
+                if !Self::link(bin, kind, first) {
+                    pool.give(kind, first); // never chained: no thread saw it
                 }
+                return true;
             }
         }
-        let n: u64 = match kind {
-            LinkKind::Single => 1,
-            LinkKind::Pair => 2,
-        };
+        let n = kind.buckets() as u64;
         let limit = match who {
             Claimant::Insert => self.link_capacity() as u64,
             Claimant::Transfer => self.links.len() as u64,
@@ -756,17 +738,27 @@ impl Index {
             f.header().link_floor.fetch_max(first + n, Ordering::Relaxed);
         }
         crate::persist::crash::at(crate::persist::crash::CrashPoint::LinkClaimed);
+        if !Self::link(bin, kind, first as u32) {
+            match self.link_pool() {
+                // Never chained: no thread saw it, so back at once.
+                Some(pool) => pool.give(kind, first as u32),
+                None => drop(self.leaked_links.fetch_add(n as usize, Ordering::Relaxed)), // a statistic
+            }
+        }
+        true
+    }
+
+    /// Chain the link of `kind` starting at bucket `first` to `bin`: false
+    /// if another thread chained one of that kind first (the bin is
+    /// chained either way).
+    fn link<T: Threading>(bin: &BinRef<'_, T>, kind: LinkKind, first: u32) -> bool {
+        let meta = &bin.bucket.link_meta;
         let mut cur = meta.load();
         loop {
             if cur.get(kind).is_some() {
-                match self.link_pool() {
-                    // Never chained: no thread saw it, so back at once.
-                    Some(pool) => pool.give(kind, first as u32),
-                    None => drop(self.leaked_links.fetch_add(n as usize, Ordering::Relaxed)), // a statistic
-                }
-                return true;
+                return false;
             }
-            match meta.cas::<T>(cur, cur.with(kind, first as u32)) {
+            match meta.cas::<T>(cur, cur.with(kind, first)) {
                 Ok(()) => return true,
                 Err(found) => cur = found,
             }

@@ -64,6 +64,26 @@ pub enum LinkKind {
     Pair,
 }
 
+impl LinkKind {
+    /// Link buckets the link is made of.
+    #[inline]
+    pub const fn buckets(self) -> usize {
+        match self {
+            LinkKind::Single => 1,
+            LinkKind::Pair => 2,
+        }
+    }
+
+    /// The bin's logical slots the link holds.
+    #[inline]
+    pub const fn slots(self) -> core::ops::Range<usize> {
+        match self {
+            LinkKind::Single => SINGLE_FIRST..PAIR_FIRST,
+            LinkKind::Pair => PAIR_FIRST..SLOTS_PER_BIN,
+        }
+    }
+}
+
 /// A snapshot of the link metadata.
 #[derive(Clone, Copy, PartialEq, Eq, Default, Debug)]
 #[repr(transparent)]

@@ -3,6 +3,9 @@
 //! `raw::header` are private: these mirror them, and the tests that use
 //! them fail if they drift).
 
+/// Where an index file's header keeps its number of bins
+/// (`IndexHeader::bins`).
+pub const BINS_FIELD_AT: u64 = 24;
 /// Where an index file's bins start (`IndexHeader::bins_offset`: 2 MiB).
 pub const BINS_AT: u64 = 2 << 20;
 /// Bytes of a bin's primary bucket (and of a link bucket).
