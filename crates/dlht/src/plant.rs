@@ -67,6 +67,7 @@ plants! {
     MarkersOutliveTheirOpen = "markers_outlive_their_open",
     LinkGivenUnheld = "link_given_unheld",
     FullWhileLinkHeld = "full_while_link_held",
+    RecoverIgnoresCounts = "recover_ignores_counts",
 }
 
 /// Whether `plant` is the one `DLHT_PLANT` names (read once). An unknown

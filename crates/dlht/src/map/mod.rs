@@ -392,12 +392,18 @@ impl<K: Inline, V: Inline, S: BuildHasher> Front for Map<K, V, S> {
     #[inline(always)]
     fn enter<X>(&self, f: impl FnOnce(&Session<'_, K, V, S>) -> X) -> X {
         let guard = self.core.pin();
+        #[cfg(not(loom))]
+        let cell = self.core.cell(&guard);
+        // A persistent map's writes count themselves in the thread's cell
+        // from inside the protocol (`persist::cell::note_count`).
+        #[cfg(not(loom))]
+        let _scope = cell.map(crate::persist::cell::CellScope::enter);
         f(&Session {
             map: self,
             index: self.core.current(&guard),
             guard: &guard,
             #[cfg(not(loom))]
-            cell: self.core.cell(&guard),
+            cell,
         })
     }
 }
@@ -499,12 +505,8 @@ impl<K: Inline, V: Inline, S: BuildHasher> Runner for Session<'_, K, V, S> {
                     let d = len_delta(&r);
                     // Gets and puts skip these stores.
                     if d != 0 {
-                        #[cfg(not(loom))]
-                        if let Some(c) = self.cell {
-                            // Relaxed load+store: the cell's owner only.
-                            let n = c.len_share.load(Ordering::Relaxed);
-                            c.len_share.store(n.wrapping_add(d as u64), Ordering::Relaxed);
-                        }
+                        // (A persistent map's cell counted it already, in
+                        // the protocol: `persist::cell::note_count`.)
                         if self.guard.record().len.add(d) {
                             self.map.maybe_shrink(self.guard);
                         }

@@ -1,10 +1,14 @@
 //! The calling thread's cell in a persistent map's file, where a transfer
 //! (deep inside `protocol::transfer`, which knows no map) records the bin
-//! and the slot it is moving. Set for the span of a resize's work by
-//! [`CellScope`]; null outside one, and always for in-memory maps, whose
-//! transfers then pay one thread-local load per slot moved.
+//! and the slot it is moving, and a write (deep inside `protocol`) counts
+//! itself. Set for the span of an operation on a persistent map, and of a
+//! resize's work, by [`CellScope`]; null outside one. In-memory maps pay a
+//! test of their index per slot moved and per count (one of theirs inside
+//! a persistent map's scope, user code called back from a closure, records
+//! nothing).
 
-use super::layout::{Intent, IntentKind, Moving, ThreadCell};
+use super::layout::{Counting, Intent, IntentKind, Moving, ThreadCell};
+use crate::raw::index::Index;
 use crate::sync::Ordering;
 use core::cell::Cell;
 
@@ -32,24 +36,78 @@ impl Drop for CellScope {
     }
 }
 
+/// `f` of this thread's cell, if it is in a scope and `index` is a map
+/// file's (the scope's map's: a thread in one map's scope works in no other
+/// persistent map's index without entering that map's own scope).
 #[inline(always)]
-fn with_cell(f: impl FnOnce(&ThreadCell)) {
-    let p = CELL.with(|c| c.get());
-    if !p.is_null() {
-        // SAFETY: set by a live `CellScope`, whose cell outlives it.
-        f(unsafe { &*p })
+fn with_cell<R>(index: &Index, f: impl FnOnce(&ThreadCell) -> R) -> Option<R> {
+    // The index first: a field of a line every operation reads, where the
+    // thread-local costs a call.
+    if !index.is_persistent() {
+        return None;
     }
+    let p = CELL.with(|c| c.get());
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: set by a live `CellScope`, whose cell outlives it.
+    Some(f(unsafe { &*p }))
 }
 
-/// A transfer of `bin` of the index of `generation` is about to claim it.
+/// A transfer of `bin` of `index` is about to claim it.
 /// Relaxed, here and below: the protocol's next CAS on the bin is at least
 /// a release, and a crash keeps every store that precedes one.
 #[inline]
-pub fn note_transfer(generation: u64, bin: usize) {
-    with_cell(|c| {
+pub fn note_transfer(index: &Index, bin: usize) {
+    with_cell(index, |c| {
         c.moving_slot.store(0, Ordering::Relaxed);
-        c.intent.store(Intent::pack(IntentKind::Transfer, generation, bin), Ordering::Relaxed);
+        c.intent.store(Intent::pack(IntentKind::Transfer, index.generation, bin), Ordering::Relaxed);
+    });
+}
+
+/// A write in slot `slot` of its bin of `index`, whose marker pair's second
+/// word is `word`, is about to publish (`delta` 1: an insert, a shadow
+/// commit) or free (`delta` -1: a remove, after its kill) that pair: count
+/// it in the thread's share now, with a record that says so (the record
+/// first, then the share: a crash between them leaves the share as it was,
+/// which the record's `share_after` tells). True if counted (a persistent
+/// map's thread); the caller then calls [`count_settled`] once the pair is
+/// published or freed, or [`count_undone`] if it never will be.
+#[inline(always)]
+pub fn note_count(index: &Index, slot: usize, word: u64, delta: i64) -> bool {
+    with_cell(index, |c| {
+        // Relaxed: the cell's owner only; a crash keeps program order.
+        let after = c.len_share.load(Ordering::Relaxed).wrapping_add(delta as u64);
+        c.counting_word.store(word, Ordering::Relaxed);
+        c.counting.store(Counting::pack(slot, delta, after), Ordering::Relaxed);
+        c.len_share.store(after, Ordering::Relaxed);
     })
+    .is_some()
+}
+
+/// The counted pair was published or freed: the record is done with.
+#[inline(always)]
+pub fn count_settled() {
+    let p = CELL.with(|c| c.get());
+    if !p.is_null() {
+        // SAFETY: as in `with_cell`. Relaxed: the owner's; a record left by
+        // a crash before this store names a slot no longer holding its pair.
+        unsafe { &*p }.counting.store(0, Ordering::Relaxed);
+    }
+}
+
+/// The counted pair will never be published (a transfer killed it): take
+/// the count back (the share first: a crash between the two stores leaves
+/// a record whose count did not land).
+#[cold]
+pub fn count_undone(delta: i64) {
+    let p = CELL.with(|c| c.get());
+    if !p.is_null() {
+        // SAFETY: as in `with_cell`. Relaxed: as in `note_count`.
+        let c = unsafe { &*p };
+        c.len_share.store(c.len_share.load(Ordering::Relaxed).wrapping_sub(delta as u64), Ordering::Relaxed);
+        c.counting.store(0, Ordering::Relaxed);
+    }
 }
 
 /// A transfer is about to kill slot `slot` of `bin` (header state bits
@@ -57,12 +115,12 @@ pub fn note_transfer(generation: u64, bin: usize) {
 /// before the pair is placed in the next index, recovery places it from
 /// here.
 #[inline]
-pub fn note_moving(bin: usize, slot: usize, state: u8, pair: (u64, u64)) {
-    with_cell(|c| {
+pub fn note_moving(index: &Index, bin: usize, slot: usize, state: u8, pair: (u64, u64)) {
+    with_cell(index, |c| {
         // The slot word last: a record is whole once it names a slot.
         c.moving_slot.store(0, Ordering::Relaxed);
         c.moving_key.store(pair.0, Ordering::Relaxed);
         c.moving_value.store(pair.1, Ordering::Relaxed);
         c.moving_slot.store(Moving::pack(bin, slot, state), Ordering::Relaxed);
-    })
+    });
 }

@@ -13,10 +13,15 @@ pub enum CrashPoint {
     InsertClaimed,
     /// Insert I6: the slot is Valid with `(pending, key)`.
     InsertCommitted,
+    /// Insert I6–I7: the key is counted in the thread's share, its pair
+    /// not yet published.
+    InsertCounted,
     /// Insert I7: the pair is published (the insert took effect).
     InsertPublished,
     /// Remove D4: the key is killed, its slot not yet freed.
     RemoveKilled,
+    /// Remove D4: the killed key is counted, its slot not yet freed.
+    RemoveCounted,
     /// Put P4: the value is swapped in.
     PutSwapped,
     /// Shadow commit S2: the slot is Valid, its value not yet published.
@@ -64,11 +69,13 @@ pub enum CrashPoint {
 #[cfg_attr(not(any(feature = "crash-points", feature = "internals")), allow(dead_code))]
 impl CrashPoint {
     /// Every point, in protocol order.
-    pub const ALL: [CrashPoint; 22] = [
+    pub const ALL: [CrashPoint; 24] = [
         CrashPoint::InsertClaimed,
         CrashPoint::InsertCommitted,
+        CrashPoint::InsertCounted,
         CrashPoint::InsertPublished,
         CrashPoint::RemoveKilled,
+        CrashPoint::RemoveCounted,
         CrashPoint::PutSwapped,
         CrashPoint::ShadowCommitting,
         CrashPoint::LinkClaimed,
@@ -94,8 +101,10 @@ impl CrashPoint {
         match self {
             CrashPoint::InsertClaimed => "insert-claimed",
             CrashPoint::InsertCommitted => "insert-committed",
+            CrashPoint::InsertCounted => "insert-counted",
             CrashPoint::InsertPublished => "insert-published",
             CrashPoint::RemoveKilled => "remove-killed",
+            CrashPoint::RemoveCounted => "remove-counted",
             CrashPoint::PutSwapped => "put-swapped",
             CrashPoint::ShadowCommitting => "shadow-committing",
             CrashPoint::LinkClaimed => "link-claimed",

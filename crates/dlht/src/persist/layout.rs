@@ -440,7 +440,16 @@ pub struct ThreadCell {
     pub moving_key: AtomicU64,
     /// See `moving_key`.
     pub moving_value: AtomicU64,
-    _pad: [u64; 3],
+    /// An operation's count about to land ([`Counting::pack`]): the slot
+    /// of the intent's bin whose marker pair the operation is about to
+    /// publish or free, and what `len_share` is once the count is stored;
+    /// 0 for none. Files from before it read 0.
+    pub counting: AtomicU64,
+    /// The second word of that marker pair (the key of `(pending, key)` or
+    /// `(shadow, key)`, the value of `(dead, value)`), which tells the
+    /// operation's slot from a later one's.
+    pub counting_word: AtomicU64,
+    _pad: [u64; 1],
 }
 
 /// What an intent says a thread was doing.
@@ -533,6 +542,54 @@ impl Moving {
     }
 }
 
+/// An operation's count about to land: `slot + 1 : 4 | adds : 1 |
+/// len_share after the count, mod 2^59 : 59`. A write counts itself in its
+/// cell's `len_share` between the step that makes its marker pair and the
+/// step that publishes (an insert, a shadow commit: `adds`) or frees (a
+/// remove) it, so that recovery, finding the pair, knows from the record
+/// whether the count landed: it takes back the count of an insert that
+/// never took effect, and counts a remove that did (`persist::recover`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Counting {
+    /// Logical slot (0..15) of the intent's bin.
+    pub slot: usize,
+    /// An insert or a shadow commit (+1); else a remove (-1).
+    pub adds: bool,
+    /// `len_share` once the count is stored, mod 2^59.
+    pub share_after: u64,
+}
+
+impl Counting {
+    const SLOT_BITS: u32 = 4;
+    const ADDS_SHIFT: u32 = Self::SLOT_BITS;
+    const SHARE_SHIFT: u32 = Self::ADDS_SHIFT + 1;
+    const SHARE_MASK: u64 = (1 << (64 - Self::SHARE_SHIFT)) - 1;
+
+    /// The word for a count of `delta` (1 or -1) landing in `slot`,
+    /// `len_share` then `share_after`.
+    #[inline(always)]
+    pub fn pack(slot: usize, delta: i64, share_after: u64) -> u64 {
+        (share_after & Self::SHARE_MASK) << Self::SHARE_SHIFT
+            | u64::from(delta > 0) << Self::ADDS_SHIFT
+            | (slot as u64 + 1) & ((1 << Self::SLOT_BITS) - 1)
+    }
+
+    /// The record of a word; None for "no count landing".
+    pub fn unpack(w: u64) -> Option<Counting> {
+        let slot = (w & ((1 << Self::SLOT_BITS) - 1)) as usize;
+        (slot != 0).then_some(Counting {
+            slot: slot - 1,
+            adds: w >> Self::ADDS_SHIFT & 1 == 1,
+            share_after: w >> Self::SHARE_SHIFT,
+        })
+    }
+
+    /// True if a cell whose share is `share` holds this count.
+    pub fn landed(&self, share: u64) -> bool {
+        share & Self::SHARE_MASK == self.share_after
+    }
+}
+
 /// First bytes of a snapshot log.
 pub const SNAPSHOT_MAGIC: [u8; 8] = *b"DLHT-SNP";
 
@@ -621,6 +678,20 @@ mod tests {
         assert_eq!(IndexHeader::links_offset(M2 / 64 + 1), Some(3 * M2));
         assert_eq!(IndexHeader::file_bytes(64, 10), Some(2 * M2 + 640));
         assert_eq!(IndexHeader::file_bytes(usize::MAX / 8, 1), None);
+    }
+
+    #[test]
+    fn counting_records_round_trip() {
+        assert_eq!(Counting::unpack(0), None);
+        for (slot, share) in [(0, 0u64), (14, 1), (7, u64::MAX), (3, 1 << 59), (0, (1 << 59) - 1)] {
+            for delta in [1, -1] {
+                let c = Counting::unpack(Counting::pack(slot, delta, share)).unwrap();
+                assert_eq!((c.slot, c.adds), (slot, delta > 0));
+                assert!(
+                    c.landed(share) && !c.landed(share.wrapping_add(1)) && !c.landed(share.wrapping_sub(1))
+                );
+            }
+        }
     }
 
     #[test]

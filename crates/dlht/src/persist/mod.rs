@@ -240,6 +240,11 @@ mod imp {
         /// freed their slots and counted them, so [`len`](crate::Map::len)
         /// is exact for them.
         pub removes_counted: usize,
+        /// Inserts (and shadow commits) that had counted themselves in the
+        /// length but not taken effect when their threads died: recovery
+        /// freed their slots and took their counts back, so
+        /// [`len`](crate::Map::len) is exact for them too.
+        pub inserts_taken_back: usize,
         /// A resize was under way, and goes on now.
         pub resize_resumed: bool,
         /// That resize is a shrink.
@@ -355,6 +360,7 @@ mod imp {
                     slots_freed: 0,
                     transfers_finished: 0,
                     removes_counted: 0,
+                    inserts_taken_back: 0,
                     resize_resumed: false,
                     shrink_resumed: false,
                     snapshot_thawed: 0,
@@ -580,6 +586,7 @@ mod imp {
             for c in this.cells() {
                 c.intent.store(0, Ordering::Relaxed);
                 c.moving_slot.store(0, Ordering::Relaxed);
+                c.counting.store(0, Ordering::Relaxed);
             }
             for c in this.shadow_cells() {
                 c.hash.store(0, Ordering::Relaxed);
@@ -590,18 +597,17 @@ mod imp {
                     files::remove(&this.dir.dir().join(files::index_file_name(old)));
                 }
             }
-            // A remove that killed its key and died before freeing the slot
-            // (recovery freed it) had not counted itself: its count goes in
-            // the first cell's share (the shares' sum is the length).
+            // A remove that killed its key and died before counting it took
+            // effect; an insert that counted itself and died before
+            // publishing did not (recovery freed both slots): the counts go
+            // in the first cell's share (the shares' sum is the length).
             // Relaxed: as above, no other thread runs in the map yet. (A
             // crash between recovery's free and this store leaves the
-            // length one high, as before recovery counted these.)
-            if report.removes_uncounted > 0 {
+            // length off by these, as before recovery counted them.)
+            let uncounted = report.removes_uncounted + report.inserts_taken_back;
+            if uncounted > 0 {
                 let c = &this.cells()[0].len_share;
-                c.store(
-                    c.load(Ordering::Relaxed).wrapping_sub(report.removes_uncounted as u64),
-                    Ordering::Relaxed,
-                );
+                c.store(c.load(Ordering::Relaxed).wrapping_sub(uncounted as u64), Ordering::Relaxed);
             }
             let len =
                 this.cells().iter().fold(0u64, |s, c| s.wrapping_add(c.len_share.load(Ordering::Relaxed)));
@@ -638,6 +644,7 @@ mod imp {
             r.slots_freed = report.slots_freed;
             r.transfers_finished = report.transfers_finished;
             r.removes_counted = report.removes_uncounted;
+            r.inserts_taken_back = report.inserts_taken_back;
             Ok(Indexes { current, next, fallback, len: (len as i64).max(0) as u64 })
         }
 

@@ -30,6 +30,7 @@
 //! insert; a shadow insert that finds one reports it instead.
 
 use super::{link_needed, release_slot, scan, settle, validate, wait_pending, Scan, Step};
+use crate::persist::cell;
 use crate::persist::crash::{self, CrashPoint};
 use crate::plant::{planted, Plant};
 use crate::raw::header::SlotState;
@@ -169,13 +170,23 @@ pub fn insert_as<T: Threading>(bin: &BinRef<'_, T>, key: u64, value: u64, mode: 
         if mode == Mode::Shadow {
             return Step::Done(Inserted::New); // held, hidden: the commit publishes
         }
+        // A persistent map's thread counts the key now, while the pair
+        // still tells recovery whether it was published (`persist::cell`).
+        let counted = cell::note_count(bin.index, slot_i, key, 1);
+        crash::at(CrashPoint::InsertCounted);
         return match bin.dwcas(slot, (marker, key), (key, value)) {
             Ok(()) => {
                 crash::at(CrashPoint::InsertPublished);
+                if counted {
+                    cell::count_settled();
+                }
                 Step::Done(Inserted::New) // I7
             }
             Err(_) => {
                 // Killed by a transfer: nothing was published here.
+                if counted {
+                    cell::count_undone(1);
+                }
                 let mut h = bin.header();
                 settle(bin, &mut h);
                 Step::Moved

@@ -15,6 +15,7 @@
 
 use super::put::Change;
 use super::{locate, release_slot, Located, Step};
+use crate::persist::cell;
 use crate::persist::crash::{self, CrashPoint};
 use crate::plant::{planted, Plant};
 use crate::raw::header::SlotState;
@@ -91,7 +92,14 @@ pub fn remove_if<T: Threading>(
                 return Step::Done(Change::Kept(old));
             }
         }
+        // A persistent map's thread counts the remove while the dead pair
+        // still tells recovery it took effect (`persist::cell`).
+        let counted = cell::note_count(bin.index, slot_i, old, -1);
+        crash::at(CrashPoint::RemoveCounted);
         release_slot(bin, slot_i, SlotState::Valid);
+        if counted {
+            cell::count_settled();
+        }
         return Step::Done(Change::Changed(old));
     }
 }

@@ -109,8 +109,18 @@ pub fn commit<T: Threading>(bin: &BinRef<'_, T>, key: u64, value: u64) -> Step<(
             if bin.cas_header(h, h.with_slot(i, SlotState::Valid)).is_ok() {
                 crate::persist::crash::at(crate::persist::crash::CrashPoint::ShadowCommitting);
             } // S2 (else retry)
-        } else if bin.dwcas(bin.slot(&mut None, i), (bin.shadow(), key), (key, value)).is_ok() {
-            return Step::Done(()); // S3
+        } else {
+            // Counted before the publication, as an insert's I7.
+            let counted = crate::persist::cell::note_count(bin.index, i, key, 1);
+            if bin.dwcas(bin.slot(&mut None, i), (bin.shadow(), key), (key, value)).is_ok() {
+                if counted {
+                    crate::persist::cell::count_settled();
+                }
+                return Step::Done(()); // S3
+            }
+            if counted {
+                crate::persist::cell::count_undone(1);
+            }
         }
         // Else killed by a transfer: the next attempt follows it.
     }

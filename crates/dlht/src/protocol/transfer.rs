@@ -60,7 +60,7 @@ fn transfer_bin_inner<T: Threading>(old: &Index, b: usize, new: &Index, hash: &d
     // Planted bug (scripts/planted-bugs.sh): transfer while a sync writes
     // the files (finding F7).
     let _gate = if planted(Plant::TransferDuringSync) { None } else { old.transfer_gate() };
-    note_transfer(old.generation, b);
+    note_transfer(old, b);
     let h = match claim(&bin) {
         Claim::Won(h) => {
             crash::at(CrashPoint::TransferClaimed);
@@ -144,7 +144,7 @@ pub fn transfer_target<T: Threading>(
         return 0;
     }
     let _gate = old.transfer_gate();
-    note_transfer(old.generation, t);
+    note_transfer(old, t);
     let unwinding = AbortOnUnwind;
     let mut claimed = [(0usize, Header::default()); MAX_SHRINK_FACTOR];
     let mut held = 0;
@@ -399,7 +399,7 @@ fn copy_out<T: Threading>(bin: &BinRef<'_, T>, h: Header, dest: &Index, hash: &d
             let killed = if cur.0 == pending {
                 (dead, cur.1)
             } else {
-                note_moving(bin.bin, i, h.slot(i) as u8, cur);
+                note_moving(bin.index, bin.bin, i, h.slot(i) as u8, cur);
                 // Planted bug (scripts/planted-bugs.sh): kill as a remove
                 // does, so recovery cannot tell the move from a remove.
                 if planted(Plant::TransferKillsDead) {
