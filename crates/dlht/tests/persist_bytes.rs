@@ -545,6 +545,9 @@ fn check_after_crash(
         after.len(),
         got.len()
     );
+    // The length is exact once the walk is done (the index's count by the
+    // cells' records, the lists' keys by the walk).
+    assert_eq!(m.len(), after.len(), "{what}: len() after recovery and reclamation");
     Some((got, r, reclaimed))
 }
 
