@@ -68,6 +68,7 @@ plants! {
     LinkGivenUnheld = "link_given_unheld",
     FullWhileLinkHeld = "full_while_link_held",
     RecoverIgnoresCounts = "recover_ignores_counts",
+    StrayPairsCopied = "stray_pairs_copied",
 }
 
 /// Whether `plant` is the one `DLHT_PLANT` names (read once). An unknown

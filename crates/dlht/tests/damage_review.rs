@@ -939,3 +939,46 @@ fn an_insert_or_snapshot_over_a_revived_marker_slot_goes_on() {
         }
     }
 }
+
+/// A marker pair of an earlier open left in a bin no intent names — what a
+/// power loss leaves when the kernel wrote an index page with a pending or
+/// shadow insert's pair and not the map file's page with its thread's
+/// intent (the two files are written back in no order) — is no key: the
+/// next open's markers differ, so the pair reads as a key of the other
+/// parity, which can never be in this bin. Iteration yields only keys a
+/// get can find (a key in its own bin), and a grow drops such a pair
+/// instead of copying it to the bin its hash selects, where it would have
+/// become a key. (Before: iteration yielded the marker word as a key, and
+/// a grow made it one that `get` found.)
+#[test]
+fn a_marker_pair_of_an_earlier_open_is_never_a_key() {
+    for (marker, what) in [(1, "pending"), (2, "shadow")] {
+        let dir = fresh_dir(&format!("leftover-{what}"));
+        let k = make_marker_leftover(&dir, marker, 0b10);
+        // The power loss left the map open.
+        let f = open_rw(&dir.join("map.dlht"));
+        write_u64(&f, dlht::internals::MAP_STATE_AT as u64, dlht::internals::MAP_STATE_OPEN);
+        drop(f);
+        let check = |m: &FileMap<u64, u64>, when: &str| {
+            let stray: Vec<(u64, u64)> = m.iter().filter(|&(k, _)| !(1..=KEYS).contains(&k)).collect();
+            let found: Vec<Option<u64>> = stray.iter().map(|(w, _)| m.get(w)).collect();
+            assert!(stray.is_empty(), "{what} {when}: not keys: {stray:?} (get finds {found:?})");
+            assert_eq!(m.iter().count() as u64, KEYS, "{what} {when}: keys");
+            assert_eq!(m.len() as u64, KEYS, "{what} {when}: len");
+            assert_eq!(m.get(&k), None, "{what} {when}: the insert never took effect");
+        };
+        let m = FileMap::<u64, u64>::open(&dir).unwrap();
+        assert!(m.recovery().crashed);
+        check(&m, "recovered");
+        drop(m);
+        let m = FileMap::<u64, u64>::open(&dir).unwrap();
+        check(&m, "reopened cleanly");
+        let bins = m.stats().bins;
+        m.reserve(4 * KEYS as usize);
+        assert!(m.stats().bins > bins, "{what}: no grow");
+        check(&m, "after a grow");
+        drop(m);
+        check(&FileMap::<u64, u64>::open(&dir).unwrap(), "reopened after the grow");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

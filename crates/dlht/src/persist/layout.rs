@@ -147,6 +147,11 @@ pub struct MapHeader {
     /// its markers, then the open draws a seed of its own, here before
     /// any operation runs.
     pub marker_seed: AtomicU64,
+    /// The newest generation of an index a recovery after a crash found
+    /// (zero if none did since this field exists): an index of this
+    /// generation or older may hold stray pairs (`Index::may_hold_strays`);
+    /// a resize's new index holds none.
+    pub stray_generation: AtomicU64,
 }
 
 /// A file header whose fields written once, when the file is made, are

@@ -627,10 +627,27 @@ mod imp {
                 }
             };
             h.marker_seed.store(seed, Ordering::Relaxed);
+            // Stray pairs (`Index::may_hold_strays`): after a crash, in every
+            // index recovery found; in a file from before the field, in any
+            // index of a map that ever recovered. Stored, as the seed, before
+            // the stamp's advance syncs the page.
+            let newest = [Some(&current), next.as_ref(), fallback.as_deref()]
+                .into_iter()
+                .flatten()
+                .map(|i| i.generation)
+                .max()
+                .unwrap_or(0);
+            let mut strays = h.stray_generation.load(Ordering::Relaxed);
+            if crashed || strays == 0 && h.recoveries.load(Ordering::Relaxed) > 0 {
+                strays = strays.max(newest);
+                h.stray_generation.store(strays, Ordering::Relaxed);
+            }
             let session = Markers::for_session(hash, seed);
             current.markers = session;
+            current.set_may_hold_strays(current.generation <= strays);
             for idx in [next.as_mut(), fallback.as_deref_mut()].into_iter().flatten() {
                 idx.markers = session;
+                idx.set_may_hold_strays(idx.generation <= strays);
             }
             this.advance_stamp()?;
             h.opens.fetch_add(1, Ordering::Relaxed);

@@ -357,6 +357,15 @@ fn finish<T: Threading>(bin: &BinRef<'_, T>, h: Header) {
 /// copy what it held into `dest`. Returns the keys copied.
 fn copy_out<T: Threading>(bin: &BinRef<'_, T>, h: Header, dest: &Index, hash: &dyn Fn(u64) -> u64) -> usize {
     let (dead, pending, shadow, moved) = (bin.dead(), bin.pending(), bin.shadow(), bin.moved());
+    // A pair whose key is not this bin's (`Index::may_hold_strays`): killed
+    // as dead, not copied to the bin its hash selects, where it would
+    // become a key.
+    // Planted bug (scripts/planted-bugs.sh): copy such a pair.
+    let stray = |k: u64| {
+        bin.index.may_hold_strays()
+            && hash(k) & (bin.index.bins() - 1) as u64 != bin.bin as u64
+            && !planted(Plant::StrayPairsCopied)
+    };
     let mut lm = None;
     let mut copied = 0;
     // Copy a killed slot's words `w`, which were in state `state`: a live
@@ -396,7 +405,8 @@ fn copy_out<T: Threading>(bin: &BinRef<'_, T>, h: Header, dest: &Index, hash: &d
             // A pending insert is killed as dead (it is not copied); a
             // copied slot as moved, with its key (see `raw::markers`), after
             // a persistent map's thread recorded the pair (`persist::cell`).
-            let killed = if cur.0 == pending {
+            let dropped = cur.0 != pending && cur.0 != shadow && stray(cur.0);
+            let killed = if cur.0 == pending || dropped {
                 (dead, cur.1)
             } else {
                 note_moving(bin.index, bin.bin, i, h.slot(i) as u8, cur);
@@ -409,6 +419,7 @@ fn copy_out<T: Threading>(bin: &BinRef<'_, T>, h: Header, dest: &Index, hash: &d
                 }
             };
             match bin.dwcas(slot, cur, killed) {
+                Ok(()) if dropped => break,
                 Ok(()) => {
                     crash::at(CrashPoint::TransferKilled);
                     copy(cur, h.slot(i));

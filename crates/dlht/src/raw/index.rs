@@ -139,6 +139,9 @@ pub struct Index {
     /// its bins may hold what was written ahead of the index before it
     /// (see [`Self::empties_targets`]).
     opened: bool,
+    /// May hold stray pairs: an index of a map file that a recovery after
+    /// a crash found (see [`Self::may_hold_strays`]).
+    strays: bool,
     /// Link buckets that bins gave back when they emptied them, chained
     /// again before any new one is claimed (`protocol::links`). Unset: the
     /// index keeps every link chained for its life (a persistent index,
@@ -307,6 +310,7 @@ impl Index {
             bins_repaired: unmodelled::AtomicUsize::new(0),
             states: unmodelled::AtomicUsize::new(STATES_CHECKED),
             opened: false,
+            strays: false,
             link_pool: std::sync::OnceLock::new(),
         }
     }
@@ -590,6 +594,22 @@ impl Index {
         // Release: pairs with the Acquire of a later phase CAS, which then
         // finds the successor attached.
         self.resize.phase.store(ResizeState::PUBLISHED, Ordering::Release);
+    }
+
+    /// True if a bin may hold a pair whose key is not the bin's: a map
+    /// file's index that a recovery after a crash found, where a power loss
+    /// can leave an earlier open's pending or shadow pair that no intent
+    /// names (its marker reads as a key of the other parity). Iteration
+    /// skips such pairs, and transfers drop them (`iter::read_bin`,
+    /// `protocol::transfer::copy_out`); an index a resize makes holds none.
+    #[inline]
+    pub fn may_hold_strays(&self) -> bool {
+        self.strays
+    }
+
+    /// See [`Self::may_hold_strays`] (set at open, before any operation).
+    pub fn set_may_hold_strays(&mut self, strays: bool) {
+        self.strays = strays;
     }
 
     /// True if this index's arrays are a map file's, whose bins hold
