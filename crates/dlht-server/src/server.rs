@@ -333,9 +333,16 @@ struct Worker {
 impl Worker {
     fn run(mut self) {
         let mut events = Events::with_capacity(1024);
+        // Whether events were handled since reclamation was flushed.
+        let mut worked = false;
         while !self.stop.load(Ordering::SeqCst) {
             // With connections to run again, only look for events.
             let timeout = if self.again.is_empty() { None } else { Some(std::time::Duration::ZERO) };
+            if timeout.is_none() && std::mem::take(&mut worked) {
+                // About to wait: what this thread retired goes to the
+                // collector first (`Store::flush_reclamation`).
+                self.store.flush_reclamation();
+            }
             if let Err(e) = self.poll.poll(&mut events, timeout) {
                 if e.kind() == io::ErrorKind::Interrupted {
                     continue;
@@ -343,6 +350,7 @@ impl Worker {
                 break;
             }
             let again = std::mem::take(&mut self.again);
+            worked |= !events.is_empty() || !again.is_empty();
             for event in events.iter() {
                 match event.token() {
                     WAKER => self.adopt(),

@@ -343,6 +343,8 @@ impl Store {
         let stop = Arc::new(AtomicBool::new(false));
         let (store, flag) = (Arc::clone(self), Arc::clone(&stop));
         let thread = std::thread::Builder::new().name("dlht-crawler".into()).spawn(move || {
+            // (items stored at the last look, quiet looks since)
+            let (mut looked, mut stored, mut quiet) = (std::time::Instant::now(), 0, TRIMS_WHEN_QUIET);
             // Relaxed: a stop request carries no data.
             while !flag.load(Relaxed) {
                 // `lru_crawler disable` pauses it; `sleep` sets its pause.
@@ -350,11 +352,50 @@ impl Store {
                     store.crawl(CRAWL_STEP);
                 }
                 store.keep_index_in_proportion();
+                if looked.elapsed() >= TRIM_EVERY {
+                    // Once stores pause for a look: a trim holds malloc's
+                    // lock up to a few ms (measured 9 ms with values of
+                    // 1 B to 200 KB), which a store would wait on.
+                    // Several looks: epoch reclamation frees the last
+                    // items evicted a little later.
+                    let now_stored = store.total(|c| &c.total_items);
+                    if now_stored != stored {
+                        (stored, quiet) = (now_stored, 0);
+                    } else if quiet < TRIMS_WHEN_QUIET {
+                        // What the workers handed to the collector, freed
+                        // first (they flush before they wait).
+                        store.flush_reclamation();
+                        give_free_memory_back();
+                        quiet += 1;
+                    }
+                    looked = std::time::Instant::now();
+                }
                 let pause = Duration::from_micros(store.crawler_settings.sleep_us.load(Relaxed));
                 std::thread::park_timeout(pause.max(CRAWL_PAUSE_MIN));
             }
         })?;
         Ok(Crawler { stop, thread: Some(thread) })
+    }
+}
+
+/// How often the crawler looks whether stores paused, to hand malloc's
+/// free pages back to the system.
+const TRIM_EVERY: Duration = Duration::from_millis(250);
+
+/// Trims after stores pause (one per look).
+const TRIMS_WHEN_QUIET: u32 = 4;
+
+/// Hand the pages malloc holds free back to the system (`malloc_trim`):
+/// evicted items leave holes between live ones, and epoch reclamation
+/// frees items in bursts, which glibc keeps resident until trimmed. At
+/// `-m 64` after a burst of sets, RSS went from 84 to 72 MiB (values of
+/// 1 B to 200 KB) and from 97 to 75 MiB (100 KB values); memcached
+/// holds 69.
+fn give_free_memory_back() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only returns free memory to the system.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 
