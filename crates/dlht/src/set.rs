@@ -286,6 +286,34 @@ impl<K: Inline, S: BuildHasher> Set<K, S> {
     /// assert_eq!(out, [true, true, false]);
     /// ```
     pub fn batch(&self, requests: &[SetRequest<K>], out: &mut [bool]) -> Result<usize, Error> {
+        self.batch_with(requests, out, StopOn::Never)
+    }
+
+    /// [`batch`](Self::batch), stopping as `stop` says: with
+    /// [`StopOn::Failure`], after the first request that does not succeed
+    /// (an insert of a present key, a remove or contains of an absent one);
+    /// the requests after it do not run and read false. Returns how many
+    /// ran. Requests run in order, so a batch of inserts of sorted keys is
+    /// the paper's order-preserving lock acquisition (§5.3.3): it takes
+    /// the keys up to the first one held by another, and the caller gives
+    /// back the ones it took.
+    ///
+    /// ```
+    /// use dlht::{Set, SetRequest, StopOn};
+    /// let locks = Set::<u64>::new();
+    /// locks.insert(3);
+    /// let reqs = [SetRequest::Insert(1), SetRequest::Insert(3), SetRequest::Insert(5)];
+    /// let mut out = [false; 3];
+    /// assert_eq!(locks.batch_with(&reqs, &mut out, StopOn::Failure), Ok(2));
+    /// assert_eq!(out, [true, false, false]);
+    /// assert!(locks.contains(&1) && !locks.contains(&5));
+    /// ```
+    pub fn batch_with(
+        &self,
+        requests: &[SetRequest<K>],
+        out: &mut [bool],
+        stop: StopOn,
+    ) -> Result<usize, Error> {
         if requests.len() != out.len() {
             return Err(Error::LengthMismatch { requests: requests.len(), responses: out.len() });
         }
@@ -302,11 +330,15 @@ impl<K: Inline, S: BuildHasher> Set<K, S> {
                 };
             }
             let n = chunk.len();
-            let done = self.map.batch(&reqs[..n], &mut resps[..n], StopOn::Never);
+            let done = self.map.batch(&reqs[..n], &mut resps[..n], stop);
             for (o, r) in out.iter_mut().zip(&resps[..n]) {
                 *o = r.succeeded();
             }
-            ran += done?;
+            let done = done?;
+            ran += done;
+            if stop == StopOn::Failure && resps[..done].iter().any(|r| !r.succeeded()) {
+                break;
+            }
         }
         Ok(ran)
     }
