@@ -72,9 +72,24 @@ enum StudyCmd {
     /// (fetch-add, inserting when absent), dlht against dashmap, papaya and
     /// scc; every total checked.
     Counters(studies::counters::CounterArgs),
+    /// YCSB core workloads A, B, C, D, F in process (E: no ordered scans),
+    /// scrambled Zipfian θ 0.99 and uniform, 8-byte values and ten 100-byte
+    /// fields, dlht against papaya, dashmap and scc; every read checked.
+    Ycsb(studies::ycsb::YcsbArgs),
     /// Fill then drain, repeated: each phase's rate and the resident memory
     /// after it, dlht against dashmap, papaya and scc.
     Drain(studies::drain::DrainArgs),
+    /// Non-partitioned hash join (paper §5.3.6): build on R, probe with
+    /// S (16-byte tuples, S's keys drawn from R's), dlht one call at a time
+    /// and batched against papaya, dashmap and hashbrown per radix
+    /// partition; build and probe tuples/s, bytes per R tuple; every
+    /// result checked.
+    Join(studies::join::JoinArgs),
+    /// Lock manager (paper §5.3.3): transactions lock sorted keys with one
+    /// order-preserving batch of inserts that stops at the first conflict,
+    /// unlock with a batch of removes; locks+unlocks/s and abort rate,
+    /// dlht against dashmap and papaya; mutual exclusion checked.
+    Locks(studies::locks::LockArgs),
     /// Resident bytes per key, 2^10 … 2^25 keys, grown from empty and
     /// presized, dlht against every Rust peer (each point a fresh process).
     Memory(studies::memory::MemoryArgs),
@@ -112,8 +127,11 @@ fn main() {
         }
         Some(StudyCmd::Sizes(a)) => studies::sizes::run(a),
         Some(StudyCmd::Counters(a)) => studies::counters::run(a),
+        Some(StudyCmd::Ycsb(a)) => studies::ycsb::run(a),
         Some(StudyCmd::Drain(a)) => studies::drain::run(a),
         Some(StudyCmd::Memory(a)) => studies::memory::run(a),
+        Some(StudyCmd::Join(a)) => studies::join::run(a),
+        Some(StudyCmd::Locks(a)) => studies::locks::run(a),
         Some(StudyCmd::Server(a)) => studies::server::run(a),
         Some(StudyCmd::Persist(a)) => studies::persist::run(a),
         Some(StudyCmd::PersistBytes(a)) => studies::persist_bytes::run(a),

@@ -5,7 +5,8 @@
 //! `profile` runs exact operation counts for callgrind; `sizes`,
 //! `counters`, `drain` and `memory` are their own harnesses over the
 //! allocator mode, the per-key atomics, memory coming back, and resident
-//! bytes per key over table sizes; `server` runs memcached against
+//! bytes per key over table sizes; `ycsb`, `join` and `locks` are the
+//! paper's applications (YCSB in process, a hash join, a lock manager); `server` runs memcached against
 //! dlht-server over loopback; `persist` sets the persistent map against
 //! the in-memory one and times recovery after kill -9; `persist-bytes`
 //! does the same for the byte map.
@@ -13,12 +14,15 @@
 pub mod baseline;
 pub mod counters;
 pub mod drain;
+pub mod join;
+pub mod locks;
 pub mod memory;
 pub mod persist;
 pub mod persist_bytes;
 pub mod profile;
 pub mod server;
 pub mod sizes;
+pub mod ycsb;
 
 use crate::compare::workloads::Workload;
 use crate::compare::{self, CompareArgs};
