@@ -69,6 +69,7 @@ plants! {
     FullWhileLinkHeld = "full_while_link_held",
     RecoverIgnoresCounts = "recover_ignores_counts",
     StrayPairsCopied = "stray_pairs_copied",
+    IntentLeftToUserCode = "intent_left_to_user_code",
 }
 
 /// Whether `plant` is the one `DLHT_PLANT` names (read once). An unknown

@@ -1113,11 +1113,33 @@ fn len_child() {
     }
 }
 
+/// A child for the length tests (`DLHT_LEN_REENTRANT_CHILD=<dir>`): insert
+/// keys 0..1000, then remove each with a predicate that inserts another
+/// key (500 000 + k) into the same map, on one thread.
+#[test]
+fn len_reentrant_child() {
+    let Ok(dir) = std::env::var("DLHT_LEN_REENTRANT_CHILD") else { return };
+    let m = FileMap::<u64, u64>::open(&dir).unwrap();
+    for k in 0..1000u64 {
+        m.insert(k, k).unwrap();
+    }
+    for k in 0..1000u64 {
+        m.remove_if(&k, |_| {
+            m.insert(500_000 + k, 1).unwrap();
+            true
+        });
+    }
+}
+
 /// Crash a `len_child` at `at`, reopen: the length, the keys there and the
 /// removes recovery counted.
 fn len_after_crash(name: &str, at: &str) -> (usize, usize, usize) {
+    len_after_crash_of("len_child", "DLHT_LEN_CHILD", name, at)
+}
+
+fn len_after_crash_of(child: &str, var: &str, name: &str, at: &str) -> (usize, usize, usize) {
     let dir = fresh_dir(name);
-    crash_child_test("len_child", "DLHT_LEN_CHILD", dir.as_os_str(), at);
+    crash_child_test(child, var, dir.as_os_str(), at);
     let m = FileMap::<u64, u64>::open(&dir).unwrap();
     let r = m.recovery();
     assert!(r.crashed);
@@ -1141,6 +1163,22 @@ fn the_length_is_exact_after_a_crash_in_a_remove() {
         let (len, keys, counted) = len_after_crash("len-remove", &at);
         assert_eq!(counted, 1, "{at}: recovery did not count the killed key");
         assert_eq!(keys, 1000 - nth, "{at}");
+        assert_eq!(len, keys, "{at}: len() counts a removed key");
+    }
+}
+
+/// A remove whose predicate runs operations of the same map (user code
+/// inside the protocol) names its bin again once the predicate returns:
+/// the nested insert's intent had replaced its own, so a crash after its
+/// kill left the dead pair where recovery never looked (`len()` one high,
+/// the slot never freed; found by an outside review).
+#[test]
+fn the_length_is_exact_after_a_crash_in_a_remove_whose_predicate_writes() {
+    for nth in [1, 2, 5, 40] {
+        let at = format!("remove-killed:{nth}");
+        let (len, keys, counted) =
+            len_after_crash_of("len_reentrant_child", "DLHT_LEN_REENTRANT_CHILD", "len-reentrant", &at);
+        assert_eq!(counted, 1, "{at}: recovery did not count the killed key");
         assert_eq!(len, keys, "{at}: len() counts a removed key");
     }
 }
@@ -1176,6 +1214,77 @@ fn the_length_is_exact_after_a_crash_after_a_counted_remove() {
         assert_eq!(keys, 1000 - nth, "{at}");
         assert_eq!(len, keys, "{at}: len() counts a removed key twice");
     }
+}
+
+// ---- a crash inside a shrink ----
+
+/// A child for `a_crash_inside_a_shrink_keeps_every_key_visible`
+/// (`DLHT_SHRINK_CHILD=<dir>`): without `DLHT_CRASH_AT`, fill keys
+/// 0..40 000 and remove all but the multiples of 97; with it, shrink the
+/// index (the crash point stops it).
+#[test]
+fn shrink_child() {
+    let Ok(dir) = std::env::var("DLHT_SHRINK_CHILD") else { return };
+    let m = FileMap::<u64, u64>::open(&dir).unwrap();
+    if std::env::var_os("DLHT_CRASH_AT").is_none() {
+        for k in 0..40_000u64 {
+            m.insert(k, k).unwrap();
+        }
+        for k in (0..40_000u64).filter(|k| k % 97 != 0) {
+            m.remove(&k);
+        }
+        return;
+    }
+    m.shrink_to_fit();
+}
+
+/// Known (found by an outside review, 2026-11-28; there before the
+/// length's records): a crash at `transfer-finished` inside a shrink,
+/// reopened, leaves some keys (4 of 413, in about half the runs) that
+/// neither `get` nor `iter` finds while `len()` counts them, until a clean
+/// reopen brings them back. Lead, unverified: a shrink target's first
+/// source marked done while the others are still InTransfer, and
+/// `resume_target`/`transfer_target` returning early when source `t` is
+/// DoneTransfer (`protocol/transfer.rs`).
+#[test]
+#[ignore = "known: a crash at transfer-finished inside a shrink hides keys until a clean reopen"]
+fn a_crash_inside_a_shrink_keeps_every_key_visible() {
+    let mut lost = Vec::new();
+    for nth in [1, 2, 3, 7, 1, 2, 3, 7] {
+        let dir = fresh_dir("shrink-crash");
+        let _ = std::fs::remove_dir_all(&dir);
+        let fill = Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "shrink_child", "--nocapture", "--test-threads=1"])
+            .env("DLHT_SHRINK_CHILD", &dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(fill.success());
+        let at = format!("transfer-finished:{nth}");
+        let _ = Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "shrink_child", "--nocapture", "--test-threads=1"])
+            .env("DLHT_SHRINK_CHILD", &dir)
+            .env("DLHT_CRASH_AT", &at)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .unwrap();
+        let m = FileMap::<u64, u64>::open(&dir).unwrap();
+        let keys: Vec<u64> = (0..40_000u64).filter(|k| k % 97 == 0).collect();
+        let unseen = keys.iter().filter(|k| m.get(k) != Some(**k)).count();
+        let iterated = m.iter().count();
+        if unseen > 0 || iterated != keys.len() || m.len() != keys.len() {
+            lost.push(format!(
+                "{at}: {unseen} keys get misses, iter {iterated}, len {} of {}",
+                m.len(),
+                keys.len()
+            ));
+        }
+        drop(m);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+    assert!(lost.is_empty(), "{lost:#?}");
 }
 
 // ---- a full file system ----

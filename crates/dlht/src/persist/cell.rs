@@ -65,6 +65,18 @@ pub fn note_transfer(index: &Index, bin: usize) {
     });
 }
 
+/// An operation on `bin` of `index` goes on after user code it called (a
+/// `remove_if` predicate) returned: that code may have run operations of
+/// the same map, whose intents replaced this one's; named again before the
+/// operation's next step, so that recovery visits its bin.
+#[inline(always)]
+pub fn note_operation_again(index: &Index, bin: usize) {
+    with_cell(index, |c| {
+        // Relaxed: as in `note_transfer`.
+        c.intent.store(Intent::pack(IntentKind::Operation, index.generation, bin), Ordering::Relaxed);
+    });
+}
+
 /// A write in slot `slot` of its bin of `index`, whose marker pair's second
 /// word is `word`, is about to publish (`delta` 1: an insert, a shadow
 /// commit) or free (`delta` -1: a remove, after its kill) that pair: count

@@ -58,6 +58,11 @@ pub fn remove_if<T: Threading>(
         if !take(old) {
             return Step::Done(Change::Kept(old)); // D4: declined
         }
+        // `take` may be user code that ran operations of this map.
+        // Planted bug (scripts/planted-bugs.sh): leave their intents.
+        if !planted(Plant::IntentLeftToUserCode) {
+            cell::note_operation_again(bin.index, bin.bin);
+        }
         // Planted bug (scripts/planted-bugs.sh): the paper's literal remove,
         // a header CAS only, which hazard 1 shows a put can race.
         if planted(Plant::RemoveHeaderOnly) {
@@ -91,6 +96,7 @@ pub fn remove_if<T: Threading>(
             if !take(old) {
                 return Step::Done(Change::Kept(old));
             }
+            cell::note_operation_again(bin.index, bin.bin);
         }
         // A persistent map's thread counts the remove while the dead pair
         // still tells recovery it took effect (`persist::cell`).
