@@ -70,6 +70,7 @@ plants! {
     RecoverIgnoresCounts = "recover_ignores_counts",
     StrayPairsCopied = "stray_pairs_copied",
     IntentLeftToUserCode = "intent_left_to_user_code",
+    ShrinkJudgedByFirstSource = "shrink_judged_by_first_source",
 }
 
 /// Whether `plant` is the one `DLHT_PLANT` names (read once). An unknown

@@ -120,9 +120,12 @@ pub fn run(
         })
         .collect();
     // A count whose bin went into transfer, which recovery leaves as it is
-    // (`clean`): a pending insert a transfer killed as dead, the insert
-    // counted and not yet told (its publication failed); a remove's kill not
-    // yet counted, which the transfer did not copy.
+    // (`clean`): an insert that counted itself whose pending pair a
+    // transfer killed as dead (its publication failed, the count not yet
+    // taken back) or will kill when recovery resumes it (`resume_bin`), or
+    // a shadow commit's pair the transfer will copy for the shadow cell's
+    // abort; a remove's kill not yet counted, which the transfer does not
+    // copy.
     for c in &counts {
         let Some(idx) =
             [Some(current), next, fallback].into_iter().flatten().find(|x| c.intent.is_of(x.generation))
@@ -135,12 +138,14 @@ pub fn run(
         }
         let bin = idx.bin(b);
         let slot = bin.slot(&mut None, c.record.slot);
-        if (slot.load_key(), slot.load_value()) == (bin.dead(), c.word) {
-            if c.record.adds {
-                r.inserts_taken_back += 1;
-            } else {
-                r.removes_uncounted += 1;
-            }
+        let (k, w) = (slot.load_key(), slot.load_value());
+        if w != c.word {
+            continue;
+        }
+        if c.record.adds && (k == bin.dead() || k == bin.pending() || k == bin.shadow()) {
+            r.inserts_taken_back += 1;
+        } else if !c.record.adds && k == bin.dead() {
+            r.removes_uncounted += 1;
         }
     }
     let moving = |cell: &ThreadCell| {

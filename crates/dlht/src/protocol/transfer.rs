@@ -230,8 +230,24 @@ pub fn resume_target<T: Threading>(
     moving: &[(usize, usize, u8, (u64, u64))],
 ) -> usize {
     let sources = old.bins() / new.bins();
-    if old.bin_as::<T>(t).header().bin_state() == BinState::DoneTransfer {
-        return 0; // finished before the crash
+    let source = |i: usize| old.bin_as::<T>(t + i * new.bins());
+    let done = |i: usize| source(i).header().bin_state() == BinState::DoneTransfer;
+    // Planted bug (scripts/planted-bugs.sh): judge the target by its first
+    // source alone, as this once did.
+    if planted(Plant::ShrinkJudgedByFirstSource) && done(0) {
+        return 0;
+    }
+    if (0..sources).any(done) {
+        // S3 was under way (it begins once every source is copied, and
+        // finishes them in order): finish the rest. A target judged by its
+        // first source alone left them InTransfer, and the open's repair
+        // then read their moved pairs as garbage: keys `get` and `iter`
+        // missed until the shrink was published.
+        for i in (0..sources).filter(|&i| !done(i)) {
+            let b = source(i);
+            finish(&b, b.header());
+        }
+        return 0;
     }
     let mut claimed = [(0usize, Header::default()); MAX_SHRINK_FACTOR];
     for (i, c) in claimed.iter_mut().enumerate().take(sources) {
