@@ -608,6 +608,7 @@ impl Index {
     }
 
     /// See [`Self::may_hold_strays`] (set at open, before any operation).
+    #[cfg_attr(loom, allow(dead_code))]
     pub fn set_may_hold_strays(&mut self, strays: bool) {
         self.strays = strays;
     }
