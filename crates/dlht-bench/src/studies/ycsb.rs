@@ -593,6 +593,27 @@ impl Store for SccWord {
 
 struct DlhtAlloc(dlht::AllocMap<u64, Record>);
 
+impl DlhtAlloc {
+    /// One new field, and the counter plus 1 if `bump`: a new record
+    /// replaces the old (values are immutable in allocator mode).
+    fn change(&self, g: &dlht::Guard, k: u64, w: u64, bump: bool) -> Got {
+        let bad = Cell::new(false);
+        let new = self.0.update(
+            &k,
+            |r| {
+                bad.set(!intact(r, k));
+                rewritten(r, w, bump)
+            },
+            g,
+        );
+        if bad.get() {
+            Got::Bad
+        } else {
+            got_record(k, new.map(|r| &r[..]))
+        }
+    }
+}
+
 impl Store for DlhtAlloc {
     type Pin<'a> = dlht::Guard;
     fn pin(&self) -> dlht::Guard {
@@ -605,36 +626,10 @@ impl Store for DlhtAlloc {
         got_record(k, self.0.get(&k, g).map(|r| &r[..]))
     }
     fn update(&self, g: &dlht::Guard, k: u64, w: u64) -> Got {
-        let bad = Cell::new(false);
-        let new = self.0.update(
-            &k,
-            |r| {
-                bad.set(!intact(r, k));
-                rewritten(r, w, false)
-            },
-            g,
-        );
-        if bad.get() {
-            Got::Bad
-        } else {
-            got_record(k, new.map(|r| &r[..]))
-        }
+        self.change(g, k, w, false)
     }
     fn rmw(&self, g: &dlht::Guard, k: u64, w: u64) -> Got {
-        let bad = Cell::new(false);
-        let new = self.0.update(
-            &k,
-            |r| {
-                bad.set(!intact(r, k));
-                rewritten(r, w, true)
-            },
-            g,
-        );
-        if bad.get() {
-            Got::Bad
-        } else {
-            got_record(k, new.map(|r| &r[..]))
-        }
+        self.change(g, k, w, true)
     }
     fn counters(&self) -> u64 {
         let g = self.0.guard();
