@@ -582,7 +582,7 @@ impl Counting {
     /// The record of a word; None for "no count landing".
     pub fn unpack(w: u64) -> Option<Counting> {
         let slot = (w & ((1 << Self::SLOT_BITS) - 1)) as usize;
-        (slot != 0).then_some(Counting {
+        (slot != 0).then(|| Counting {
             slot: slot - 1,
             adds: w >> Self::ADDS_SHIFT & 1 == 1,
             share_after: w >> Self::SHARE_SHIFT,
