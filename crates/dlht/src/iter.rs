@@ -94,7 +94,7 @@ fn read_bin<T: Threading>(
     // A bin may hold a pair no get can find, whose key is not this bin's:
     // an earlier open's pending or shadow pair that a power loss left where
     // no intent names it (`Index::may_hold_strays`). Not yielded.
-    let own = |k: u64| !idx.may_hold_strays() || hash(k) & (idx.bins() - 1) as u64 == b as u64;
+    let own = |k: u64| !idx.may_hold_strays() || idx.bin_of(hash(k)) == b;
     let start = out.len();
     loop {
         let mut h = bin.header();

@@ -46,6 +46,12 @@ fn with_cell<R>(index: &Index, f: impl FnOnce(&ThreadCell) -> R) -> Option<R> {
     if !index.is_persistent() {
         return None;
     }
+    with_this_cell(f)
+}
+
+/// `f` of this thread's cell, if it is in a scope.
+#[inline(always)]
+fn with_this_cell<R>(f: impl FnOnce(&ThreadCell) -> R) -> Option<R> {
     let p = CELL.with(|c| c.get());
     if p.is_null() {
         return None;
@@ -100,12 +106,9 @@ pub fn note_count(index: &Index, slot: usize, word: u64, delta: i64) -> bool {
 /// The counted pair was published or freed: the record is done with.
 #[inline(always)]
 pub fn count_settled() {
-    let p = CELL.with(|c| c.get());
-    if !p.is_null() {
-        // SAFETY: as in `with_cell`. Relaxed: the owner's; a record left by
-        // a crash before this store names a slot no longer holding its pair.
-        unsafe { &*p }.counting.store(0, Ordering::Relaxed);
-    }
+    // Relaxed: the owner's; a record left by a crash before this store
+    // names a slot no longer holding its pair.
+    with_this_cell(|c| c.counting.store(0, Ordering::Relaxed));
 }
 
 /// The counted pair will never be published (a transfer killed it): take
@@ -113,13 +116,11 @@ pub fn count_settled() {
 /// a record whose count did not land).
 #[cold]
 pub fn count_undone(delta: i64) {
-    let p = CELL.with(|c| c.get());
-    if !p.is_null() {
-        // SAFETY: as in `with_cell`. Relaxed: as in `note_count`.
-        let c = unsafe { &*p };
+    with_this_cell(|c| {
+        // Relaxed: as in `note_count`.
         c.len_share.store(c.len_share.load(Ordering::Relaxed).wrapping_sub(delta as u64), Ordering::Relaxed);
         c.counting.store(0, Ordering::Relaxed);
-    }
+    });
 }
 
 /// A transfer is about to kill slot `slot` of `bin` (header state bits

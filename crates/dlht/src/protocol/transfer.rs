@@ -379,7 +379,7 @@ fn copy_out<T: Threading>(bin: &BinRef<'_, T>, h: Header, dest: &Index, hash: &d
     // Planted bug (scripts/planted-bugs.sh): copy such a pair.
     let stray = |k: u64| {
         bin.index.may_hold_strays()
-            && hash(k) & (bin.index.bins() - 1) as u64 != bin.bin as u64
+            && bin.index.bin_of(hash(k)) != bin.bin
             && !planted(Plant::StrayPairsCopied)
     };
     let mut lm = None;
