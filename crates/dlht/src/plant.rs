@@ -71,6 +71,8 @@ plants! {
     StrayPairsCopied = "stray_pairs_copied",
     IntentLeftToUserCode = "intent_left_to_user_code",
     ShrinkJudgedByFirstSource = "shrink_judged_by_first_source",
+    RecoverSkipsRetired = "recover_skips_retired",
+    RemoveRecordedAfterKill = "remove_recorded_after_kill",
 }
 
 /// Whether `plant` is the one `DLHT_PLANT` names (read once). An unknown

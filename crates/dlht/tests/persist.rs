@@ -709,6 +709,39 @@ fn every_crash_point_is_recovered() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A count whose index a grow retired while its thread was off its core:
+/// an insert counted and stalled before publishing (a transfer then kills
+/// its pending pair), a remove stalled after its kill (a transfer leaves
+/// the dead pair); the others finish the grow, the index is no longer the
+/// map's, and the process dies. Recovery judges the count by the retired
+/// index's file, which the stalled thread's pin kept: `len()` exact (seen
+/// once in CI's kill -9 loop: len 319 for 318 keys).
+#[test]
+fn a_count_in_an_index_a_grow_retired_is_judged() {
+    let dir = fresh_dir("retired");
+    let mut seed = 0x7e71_u64;
+    for point in ["insert-counted", "remove-killed"] {
+        let mut judged = 0;
+        for nth in [20, 200, 2_000, 20_000] {
+            let _ = std::fs::remove_dir_all(&dir);
+            let run_seed = splitmix(&mut seed) & !7 | 1;
+            let keys = 20_000;
+            // (Long enough for the other threads to finish a grow.)
+            let stall_ms = if cfg!(debug_assertions) { 600 } else { 150 };
+            let spec = format!("{point}:{nth}:{stall_ms}");
+            let (mut child, reader) =
+                spawn_child(&dir, run_seed, keys, Some(("DLHT_CRASH_AT", spec.clone())));
+            crash_child::wait_for_abort(&mut child, &spec);
+            let acked = reader.join().unwrap();
+            let (_, r, _, _) = check_after_crash(&dir, &spec, &HashMap::new(), run_seed, keys, acked)
+                .unwrap_or_else(|| panic!("{spec}: the map was not made"));
+            judged += r.counts_judged_in_retired_indexes;
+        }
+        assert!(judged > 0, "{point}: no count was left in a retired index in four stalls");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn open_options_size_a_new_map() {
     let dir = fresh_dir("options");

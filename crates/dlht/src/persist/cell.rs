@@ -94,13 +94,52 @@ pub fn note_operation_again(index: &Index, bin: usize) {
 #[inline(always)]
 pub fn note_count(index: &Index, slot: usize, word: u64, delta: i64) -> bool {
     with_cell(index, |c| {
-        // Relaxed: the cell's owner only; a crash keeps program order.
-        let after = c.len_share.load(Ordering::Relaxed).wrapping_add(delta as u64);
-        c.counting_word.store(word, Ordering::Relaxed);
-        c.counting.store(Counting::pack(slot, delta, after), Ordering::Relaxed);
-        c.len_share.store(after, Ordering::Relaxed);
+        record(c, slot, word, delta);
+        land(c, delta);
     })
     .is_some()
+}
+
+/// A remove of the pair `(_, old)` in slot `slot` of its bin of `index` is
+/// about to kill it: record its count now and land it after the kill
+/// ([`land_kill`]), so that a kill is never without its record, even in a
+/// bin a transfer took meanwhile (which recovery leaves as it is, judging
+/// the kill by the record). Returns the word the kill writes beside the
+/// dead marker: `old` in memory (None); in a persistent map's thread,
+/// `old` salted by its cell, which tells its kill from a racing remove's of
+/// the same pair (both record before killing, one kill lands). If the kill
+/// fails, the caller withdraws the record ([`count_settled`]).
+#[inline(always)]
+pub fn record_kill(index: &Index, slot: usize, old: u64) -> Option<u64> {
+    with_cell(index, |c| {
+        // Distinct cells, distinct salts: an odd multiplier is a bijection.
+        let word = old ^ (c as *const ThreadCell as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        record(c, slot, word, -1);
+        word
+    })
+}
+
+/// The kill [`record_kill`] recorded landed: count it.
+#[inline(always)]
+pub fn land_kill() {
+    with_this_cell(|c| land(c, -1));
+}
+
+/// Record a count of `delta` about to land on the pair `(_, word)` in
+/// `slot`.
+#[inline(always)]
+fn record(c: &ThreadCell, slot: usize, word: u64, delta: i64) {
+    // Relaxed, here and in `land`: the cell's owner only; a crash keeps
+    // program order.
+    let after = c.len_share.load(Ordering::Relaxed).wrapping_add(delta as u64);
+    c.counting_word.store(word, Ordering::Relaxed);
+    c.counting.store(Counting::pack(slot, delta, after), Ordering::Relaxed);
+}
+
+/// Land the count [`record`] recorded.
+#[inline(always)]
+fn land(c: &ThreadCell, delta: i64) {
+    c.len_share.store(c.len_share.load(Ordering::Relaxed).wrapping_add(delta as u64), Ordering::Relaxed);
 }
 
 /// The counted pair was published or freed: the record is done with.

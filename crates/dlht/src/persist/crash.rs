@@ -2,8 +2,9 @@
 //! the process aborts — as a SIGKILL would stop it, with no unwinding and
 //! no destructor — the `n`th time a thread reaches the point named in
 //! `DLHT_CRASH_AT=<point>:<n>`, so a test can crash a map at each step of
-//! each protocol and check what the next open recovers. Without the
-//! feature, [`at`] is empty.
+//! each protocol and check what the next open recovers;
+//! `<point>:<n>:<ms>` stalls that thread `ms` milliseconds first, while
+//! the others run on. Without the feature, [`at`] is empty.
 
 /// A step of a protocol after which a crash leaves a state recovery must
 /// handle (`persist::recover`).
@@ -130,7 +131,7 @@ impl CrashPoint {
 #[cfg(feature = "crash-points")]
 mod armed {
     use super::CrashPoint;
-    use std::sync::atomic::{AtomicI64, Ordering};
+    use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
     use std::sync::OnceLock;
 
     /// The armed point, from the environment, read once.
@@ -138,18 +139,28 @@ mod armed {
         static ARMED: OnceLock<Option<CrashPoint>> = OnceLock::new();
         *ARMED.get_or_init(|| {
             let spec = std::env::var("DLHT_CRASH_AT").ok()?;
-            let (name, n) = spec.split_once(':')?;
+            let mut fields = spec.split(':');
+            let name = fields.next()?;
             let p = CrashPoint::ALL.into_iter().find(|p| p.name() == name)?;
-            COUNTDOWN.store(n.parse().ok()?, Ordering::Relaxed);
+            COUNTDOWN.store(fields.next()?.parse().ok()?, Ordering::Relaxed);
+            STALL_MS.store(fields.next().map_or(Some(0), |s| s.parse().ok())?, Ordering::Relaxed);
             Some(p)
         })
     }
 
     static COUNTDOWN: AtomicI64 = AtomicI64::new(0);
+    static STALL_MS: AtomicU64 = AtomicU64::new(0);
 
     #[inline]
     pub fn at(p: CrashPoint) {
         if armed() == Some(p) && COUNTDOWN.fetch_sub(1, Ordering::Relaxed) == 1 {
+            // A stalled thread (`<point>:<n>:<ms>`): the others run on
+            // meanwhile (a grow may finish and retire the index it was in),
+            // as when the scheduler takes the thread off its core.
+            let ms = STALL_MS.load(Ordering::Relaxed);
+            if ms > 0 {
+                std::thread::sleep(std::time::Duration::from_millis(ms));
+            }
             std::process::abort();
         }
     }

@@ -245,6 +245,10 @@ mod imp {
         /// freed their slots and took their counts back, so
         /// [`len`](crate::Map::len) is exact for them too.
         pub inserts_taken_back: usize,
+        /// Of those counted or taken back, the writes judged in an index a
+        /// resize had retired while their threads were working in it (its
+        /// file, kept by their pins, read once more and then deleted).
+        pub counts_judged_in_retired_indexes: usize,
         /// A resize was under way, and goes on now.
         pub resize_resumed: bool,
         /// That resize is a shrink.
@@ -361,6 +365,7 @@ mod imp {
                     transfers_finished: 0,
                     removes_counted: 0,
                     inserts_taken_back: 0,
+                    counts_judged_in_retired_indexes: 0,
                     resize_resumed: false,
                     shrink_resumed: false,
                     snapshot_thawed: 0,
@@ -566,12 +571,30 @@ mod imp {
                 // A snapshot first: it held the index (no resize), and the
                 // bins it thaws may hold what dead operations left.
                 thawed = super::snapshot_log::recover(&this.dir, &current);
+                // Indexes a resize retired while a dead thread's write was
+                // in one, counted and unsettled: the pin it held kept the
+                // file (deleted below), whose slot tells whether the write
+                // took effect. (One that fails to open judges nothing.)
+                let retired: Vec<Index> = gens
+                    .iter()
+                    .filter(|&&old| {
+                        ![Some(&current), next.as_ref(), fallback.as_deref()]
+                            .into_iter()
+                            .flatten()
+                            .any(|i| i.generation == old)
+                            && super::recover::a_count_names(this.cells(), old)
+                    })
+                    .filter_map(|&old| open(old).ok().flatten())
+                    .collect();
                 report = super::recover::run(
                     this.cells(),
                     this.shadow_cells(),
-                    &current,
-                    next.as_ref(),
-                    fallback.as_deref(),
+                    super::recover::Indexes {
+                        current: &current,
+                        next: next.as_ref(),
+                        fallback: fallback.as_deref(),
+                        retired: &retired,
+                    },
                     hash,
                 );
                 h.recoveries.fetch_add(1, Ordering::Relaxed);
@@ -662,6 +685,7 @@ mod imp {
             r.transfers_finished = report.transfers_finished;
             r.removes_counted = report.removes_uncounted;
             r.inserts_taken_back = report.inserts_taken_back;
+            r.counts_judged_in_retired_indexes = report.judged_in_retired;
             Ok(Indexes { current, next, fallback, len: (len as i64).max(0) as u64 })
         }
 

@@ -84,23 +84,41 @@ pub fn remove_if<T: Threading>(
         // the map").
         let slot = bin.slot(&mut None, slot_i);
         let dead = bin.dead();
-        loop {
-            match bin.dwcas(slot, (key, old), (dead, old)) {
-                Ok(()) => {
-                    crash::at(CrashPoint::RemoveKilled);
-                    break; // D4
+        let counted = loop {
+            // A persistent map's thread records the remove's count before
+            // the kill and lands it after, while the dead pair still tells
+            // recovery that it took effect (`persist::cell`).
+            let salted = cell::record_kill(bin.index, slot_i, old);
+            // Planted bug (scripts/planted-bugs.sh): record after the kill
+            // (a transfer of the bin, then a crash, between the two left
+            // the kill uncounted).
+            let late = salted.is_some() && planted(Plant::RemoveRecordedAfterKill);
+            if late {
+                cell::count_settled();
+            }
+            let killed = bin.dwcas(slot, (key, old), (dead, salted.unwrap_or(old)));
+            if killed.is_ok() {
+                crash::at(CrashPoint::RemoveKilled);
+                if late {
+                    cell::record_kill(bin.index, slot_i, old);
                 }
+                break salted.is_some(); // D4
+            }
+            if salted.is_some() {
+                cell::count_settled(); // not landed: withdrawn
+            }
+            match killed {
                 Err((k, v)) if k == key => old = v,
-                Err(_) => continue 'restart,
+                _ => continue 'restart,
             }
             if !take(old) {
                 return Step::Done(Change::Kept(old));
             }
             cell::note_operation_again(bin.index, bin.bin);
+        };
+        if counted {
+            cell::land_kill();
         }
-        // A persistent map's thread counts the remove while the dead pair
-        // still tells recovery it took effect (`persist::cell`).
-        let counted = cell::note_count(bin.index, slot_i, old, -1);
         crash::at(CrashPoint::RemoveCounted);
         release_slot(bin, slot_i, SlotState::Valid);
         if counted {
