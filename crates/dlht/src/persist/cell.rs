@@ -104,19 +104,15 @@ pub fn note_count(index: &Index, slot: usize, word: u64, delta: i64) -> bool {
 /// about to kill it: record its count now and land it after the kill
 /// ([`land_kill`]), so that a kill is never without its record, even in a
 /// bin a transfer took meanwhile (which recovery leaves as it is, judging
-/// the kill by the record). Returns the word the kill writes beside the
-/// dead marker: `old` in memory (None); in a persistent map's thread,
-/// `old` salted by its cell, which tells its kill from a racing remove's of
-/// the same pair (both record before killing, one kill lands). If the kill
-/// fails, the caller withdraws the record ([`count_settled`]).
+/// the kill by the record). True if recorded (a persistent map's thread);
+/// if the kill then fails, the caller withdraws the record
+/// ([`count_settled`]). (The dead pair keeps `old`: a reader that loaded
+/// the key word before the kill and the value word after it validates by
+/// the header alone, which the kill leaves as it is, so the value word of
+/// a killed pair must stay a value of that key.)
 #[inline(always)]
-pub fn record_kill(index: &Index, slot: usize, old: u64) -> Option<u64> {
-    with_cell(index, |c| {
-        // Distinct cells, distinct salts: an odd multiplier is a bijection.
-        let word = old ^ (c as *const ThreadCell as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        record(c, slot, word, -1);
-        word
-    })
+pub fn record_kill(index: &Index, slot: usize, old: u64) -> bool {
+    with_cell(index, |c| record(c, slot, old, -1)).is_some()
 }
 
 /// The kill [`record_kill`] recorded landed: count it.

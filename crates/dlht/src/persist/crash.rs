@@ -139,11 +139,19 @@ mod armed {
         static ARMED: OnceLock<Option<CrashPoint>> = OnceLock::new();
         *ARMED.get_or_init(|| {
             let spec = std::env::var("DLHT_CRASH_AT").ok()?;
-            let mut fields = spec.split(':');
-            let name = fields.next()?;
-            let p = CrashPoint::ALL.into_iter().find(|p| p.name() == name)?;
-            COUNTDOWN.store(fields.next()?.parse().ok()?, Ordering::Relaxed);
-            STALL_MS.store(fields.next().map_or(Some(0), |s| s.parse().ok())?, Ordering::Relaxed);
+            // A spec that names no point, or does not parse, is the test's
+            // mistake: it would otherwise never crash.
+            fn bad(spec: &str) -> ! {
+                panic!("DLHT_CRASH_AT={spec}: not <point>:<n>[:<stall ms>]")
+            }
+            let fields: Vec<&str> = spec.split(':').collect();
+            let p = CrashPoint::ALL.into_iter().find(|p| p.name() == fields[0]).unwrap_or_else(|| bad(&spec));
+            let number = |i: usize| fields[i].parse::<u64>().unwrap_or_else(|_| bad(&spec));
+            if !(2..=3).contains(&fields.len()) {
+                bad(&spec);
+            }
+            COUNTDOWN.store(number(1) as i64, Ordering::Relaxed);
+            STALL_MS.store(if fields.len() == 3 { number(2) } else { 0 }, Ordering::Relaxed);
             Some(p)
         })
     }

@@ -154,8 +154,10 @@ pub fn run(
     // a shadow commit's pair the transfer will copy for the shadow cell's
     // abort; a remove's kill not yet counted, which the transfer does not
     // copy. The bin's index may be one a resize finished meanwhile and
-    // retired (every bin of it transferred).
-    for c in &counts {
+    // retired (every bin of it transferred). Removes racing on one pair
+    // both record before their kills: its dead pair is counted once, and
+    // not if a record of it landed.
+    for (n, c) in counts.iter().enumerate() {
         let live = [Some(current), next, fallback].into_iter().flatten();
         let Some(idx) = live.chain(retired).find(|x| c.intent.is_of(x.generation)) else {
             continue;
@@ -175,8 +177,12 @@ pub fn run(
             r.inserts_taken_back += 1;
             r.judged_in_retired += in_retired as usize;
         } else if !c.record.adds && k == bin.dead() {
-            r.removes_uncounted += 1;
-            r.judged_in_retired += in_retired as usize;
+            let same = |o: &Count| o.intent == c.intent && o.record.slot == c.record.slot && o.word == c.word;
+            let counted_before = counts[..n].iter().any(|o| !o.record.adds && same(o));
+            if !counted_before && !counts.iter().any(|o| !o.record.adds && o.landed && same(o)) {
+                r.removes_uncounted += 1;
+                r.judged_in_retired += in_retired as usize;
+            }
         }
     }
     let moving = |cell: &ThreadCell| {

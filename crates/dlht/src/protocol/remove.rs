@@ -88,23 +88,23 @@ pub fn remove_if<T: Threading>(
             // A persistent map's thread records the remove's count before
             // the kill and lands it after, while the dead pair still tells
             // recovery that it took effect (`persist::cell`).
-            let salted = cell::record_kill(bin.index, slot_i, old);
+            let recorded = cell::record_kill(bin.index, slot_i, old);
             // Planted bug (scripts/planted-bugs.sh): record after the kill
             // (a transfer of the bin, then a crash, between the two left
             // the kill uncounted).
-            let late = salted.is_some() && planted(Plant::RemoveRecordedAfterKill);
+            let late = recorded && planted(Plant::RemoveRecordedAfterKill);
             if late {
                 cell::count_settled();
             }
-            let killed = bin.dwcas(slot, (key, old), (dead, salted.unwrap_or(old)));
+            let killed = bin.dwcas(slot, (key, old), (dead, old));
             if killed.is_ok() {
                 crash::at(CrashPoint::RemoveKilled);
                 if late {
                     cell::record_kill(bin.index, slot_i, old);
                 }
-                break salted.is_some(); // D4
+                break recorded; // D4
             }
-            if salted.is_some() {
+            if recorded {
                 cell::count_settled(); // not landed: withdrawn
             }
             match killed {
