@@ -11,6 +11,7 @@ mod common;
 use common::lin::{assert_linearizable, run_history};
 use common::stress_scale;
 use common::Rng;
+use common::{key_bytes, word};
 use dlht::{Access, ByteMap, DefaultHashBuilder};
 use proptest::prelude::*;
 use std::collections::HashMap;
@@ -216,19 +217,6 @@ fn keys_differing_only_in_trailing_zeros_or_namespace_are_distinct() {
 /// bytes. One guard per call, the returned values read at once.
 struct Ops(ByteMap);
 
-fn key_bytes(k: u64) -> Vec<u8> {
-    if k % 2 == 0 {
-        let n = (8 - k.leading_zeros() as usize / 8).max(1);
-        k.to_le_bytes()[..n].to_vec()
-    } else {
-        format!("odd-key-{k:016}").into_bytes()
-    }
-}
-
-fn word(v: dlht::ValueRef<'_>) -> u64 {
-    u64::from_le_bytes(v.as_bytes().try_into().expect("8-byte values"))
-}
-
 impl common::Ops for Ops {
     fn get(&self, k: u64) -> Option<u64> {
         self.0.get(&key_bytes(k), &self.0.guard()).map(word)
@@ -423,39 +411,6 @@ fn hand_covers_every_entry_once_per_turn_and_stamps_stick() {
     m.upsert(b"4", b"w", &g).unwrap();
     assert_eq!(m.get(b"4", &g).unwrap().stamp().load(Relaxed), 0);
     assert_eq!(v.stamp().load(Relaxed), 9, "the replaced value keeps its own");
-}
-
-/// A byte map holding two keys per bin whose keys all turn over, as a
-/// cache's do (insert the newest, remove the oldest): bins give back the
-/// link buckets they empty (`protocol::links`), so the links in use stay
-/// near what the bins hold at any one time instead of climbing to one per
-/// bin that ever held four keys (which cost a cache under a memory limit
-/// more than half its items: `dlht-server -m`); the keys present are all
-/// there, and the map does not resize.
-#[test]
-fn churn_gives_emptied_links_back() {
-    const N: u64 = 1 << 14;
-    let m = ByteMap::with_capacity(N as usize);
-    let key = |i: u64| key_bytes(1 + i.wrapping_mul(0x9E37_79B9_7F4A_7C15) % (1 << 40));
-    for i in 0..N {
-        m.insert(&key(i), &i.to_le_bytes(), &m.guard()).unwrap().unwrap();
-    }
-    let bins = m.stats().bins;
-    for i in N..16 * N {
-        // A guard per operation, as a server's request has: links given
-        // back reach the pool once the guards that may read them are gone.
-        m.insert(&key(i), &i.to_le_bytes(), &m.guard()).unwrap().unwrap();
-        assert_eq!(m.remove(&key(i - N), &m.guard()).map(word), Some(i - N));
-    }
-    let s = m.stats();
-    assert_eq!((s.resizes, s.bins), (0, bins), "{s:?}");
-    let links = s.memory.link_bytes / 64;
-    // About a third of the bins hold a link (those between four keys and
-    // their way back down to one); before, the map grew instead.
-    assert!(links * 5 < 2 * bins, "{links} links in use over {bins} bins after churn");
-    let g = m.guard();
-    assert_eq!(m.len(), N as usize);
-    assert!((15 * N..16 * N).all(|i| m.get(&key(i), &g).map(word) == Some(i)));
 }
 
 /// Four threads churn keys of their own through a small byte map whose

@@ -188,3 +188,19 @@ impl Drop for SetOnDrop<'_> {
         self.0.store(true, std::sync::atomic::Ordering::SeqCst);
     }
 }
+
+/// A byte map test's key for `k`: short little-endian bytes for even `k`,
+/// a longer string for odd.
+pub fn key_bytes(k: u64) -> Vec<u8> {
+    if k % 2 == 0 {
+        let n = (8 - k.leading_zeros() as usize / 8).max(1);
+        k.to_le_bytes()[..n].to_vec()
+    } else {
+        format!("odd-key-{k:016}").into_bytes()
+    }
+}
+
+/// An 8-byte value's word.
+pub fn word(v: dlht::ValueRef<'_>) -> u64 {
+    u64::from_le_bytes(v.as_bytes().try_into().expect("8-byte values"))
+}
