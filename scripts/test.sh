@@ -68,7 +68,7 @@ timed
 # the release and debug builds cover. (Fat LTO optimizes each test binary
 # as a whole program: 4 minutes for all 30 binaries here.)
 protocol_tests=(--lib --test stress --test linearizability --test every_mode --test batch --test shrink
-  --test reclaim --test alloc_map --test byte_map --test snapshot)
+  --test reclaim --test alloc_map --test byte_map --test byte_map_churn --test snapshot)
 step "release-lto (fat LTO, one codegen unit, panic = abort): unit tests and the protocol tests"
 cargo test -p dlht --profile release-lto "${protocol_tests[@]}"
 timed
@@ -114,11 +114,12 @@ fi
 
 step "benchmark smoke runs (the comparison and each study)"
 cargo run --release -p dlht-bench -- --smoke --out target/dlht-bench-smoke
-for study in baseline batching hashers sizes counters drain memory ycsb join locks; do
+for study in baseline batching hashers sizes counters drain memory ycsb join locks smallbank; do
   cargo run --release -p dlht-bench -- "$study" --smoke --out "target/dlht-bench-smoke-$study"
 done
 cargo run --release -p dlht-bench -- join --smoke --match-fraction 0.5 --out target/dlht-bench-smoke-join-half
 cargo run --release -p dlht-bench -- locks --smoke --zipf 0.99 --out target/dlht-bench-smoke-locks-zipf
+cargo run --release -p dlht-bench -- smallbank --smoke --zipf 0.99 --out target/dlht-bench-smoke-smallbank-zipf
 cargo run --release -p dlht-bench -- profile --ops 1000 --keys-log2 12
 cargo run --release -p dlht-bench -- persist --smoke --out target/dlht-bench-smoke-persist; cargo run --release -p dlht-bench -- persist --smoke --recovery --out target/dlht-bench-smoke-persist; cargo run --release -p dlht-bench -- persist --smoke --sync-ms 0,10; cargo run --release -p dlht-bench -- persist-bytes --smoke --out target/dlht-bench-smoke-persist; cargo run --release -p dlht-bench -- persist-bytes --smoke --recovery --out target/dlht-bench-smoke-persist
 # The server study starts memcached and dlht-server (loopback, pinned

@@ -90,6 +90,11 @@ enum StudyCmd {
     /// unlock with a batch of removes; locks+unlocks/s and abort rate,
     /// dlht against dashmap and papaya; mutual exclusion checked.
     Locks(studies::locks::LockArgs),
+    /// Smallbank (paper §5.3.5): OLTPBench's mix of six money-moving
+    /// transactions over savings and checking balances, serialized by the
+    /// lock manager (dlht, dashmap) or per-key atomics (dlht-atomics);
+    /// committed txn/s and abort rates; money conserved, checked.
+    Smallbank(studies::smallbank::SmallbankArgs),
     /// Resident bytes per key, 2^10 … 2^25 keys, grown from empty and
     /// presized, dlht against every Rust peer (each point a fresh process).
     Memory(studies::memory::MemoryArgs),
@@ -132,6 +137,7 @@ fn main() {
         Some(StudyCmd::Memory(a)) => studies::memory::run(a),
         Some(StudyCmd::Join(a)) => studies::join::run(a),
         Some(StudyCmd::Locks(a)) => studies::locks::run(a),
+        Some(StudyCmd::Smallbank(a)) => studies::smallbank::run(a),
         Some(StudyCmd::Server(a)) => studies::server::run(a),
         Some(StudyCmd::Persist(a)) => studies::persist::run(a),
         Some(StudyCmd::PersistBytes(a)) => studies::persist_bytes::run(a),

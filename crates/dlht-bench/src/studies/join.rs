@@ -33,7 +33,6 @@
 use crate::harness::limit::splitmix;
 use crate::harness::Spread;
 use crate::progress::Progress;
-use crate::studies::write;
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -526,12 +525,7 @@ struct Row {
 
 /// The join study. True if a result check failed.
 pub fn run(a: JoinArgs) -> bool {
-    let machine = crate::harness::machine::Machine::describe();
-    println!("# dlht-bench join: {}, allocator {}", machine.line(), crate::ALLOCATOR);
-    if let Some(bad) = a.systems.iter().find(|s| !SYSTEMS.contains(&s.as_str())) {
-        eprintln!("error: unknown system {bad} (known: {})", SYSTEMS.join(", "));
-        return true;
-    }
+    let Some(machine) = super::open_app("join", &a.systems, &SYSTEMS) else { return true };
     let (r_log2, s_log2) = if a.smoke { (12, 14) } else { (a.r_log2, a.s_log2) };
     let max_threads = if a.smoke { a.threads.clamp(1, 2) } else { a.threads.max(1) };
     let (r_len, s_len) = (1u64 << r_log2, 1u64 << s_log2);
@@ -566,12 +560,7 @@ pub fn run(a: JoinArgs) -> bool {
         let mut got: Vec<Vec<Measured>> = a.systems.iter().map(|_| Vec::new()).collect();
         let mut ok = vec![true; a.systems.len()];
         for round in 0..rounds {
-            let order: Vec<usize> = if round % 2 == 0 {
-                (0..a.systems.len()).collect()
-            } else {
-                (0..a.systems.len()).rev().collect()
-            };
-            for i in order {
+            for i in super::round_order(a.systems.len(), round) {
                 let name = &a.systems[i];
                 bar.set_message(format!(
                     "round {}/{rounds}: {name} on {threads} thread{}",
@@ -668,12 +657,8 @@ pub fn run(a: JoinArgs) -> bool {
         "# tuples of 16 B; build M/s = |R| / build time (table allocation included; hashbrown-part: partitioning R included), probe M/s = |S| / probe time (hashbrown-part: partitioning S included); dlht-batch in batches of {batch}; hashbrown-part with 2^{} partitions; medians of {rounds} round(s); B per R = growth of anonymous resident memory over the build ÷ |R|; every result checked",
         partition_bits(r_log2)
     );
-    let dir =
-        a.out.clone().unwrap_or_else(|| PathBuf::from(format!("dlht-results/join-{}", machine.date_unix)));
-    write(&dir, "join.csv", &csv);
-    write(&dir, "join.json", &serde_json::to_string_pretty(&rows).unwrap_or_default());
-    println!("# results: {}", dir.join("join.csv").display());
-    println!("# results: {}", dir.join("join.json").display());
+    let json = serde_json::to_string_pretty(&rows).unwrap_or_default();
+    super::save_app(a.out, "join", &machine, &[("join.csv", csv), ("join.json", json)]);
     failed
 }
 

@@ -36,7 +36,6 @@ use crate::harness::keys::{KeyStream, ZipfCursor, ZipfTrace};
 use crate::harness::{self, Spread};
 use crate::progress::Progress;
 use crate::studies::join::{default_threads, thread_counts};
-use crate::studies::write;
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -80,7 +79,7 @@ pub struct LockArgs {
 
 /// How an attempt to lock a transaction's keys ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Attempt {
+pub(crate) enum Attempt {
     /// Every key is held.
     Locked,
     /// A key was held by another: none are held now.
@@ -91,7 +90,7 @@ enum Attempt {
 
 /// A thread's reusable request buffers.
 #[derive(Default)]
-struct Scratch {
+pub(crate) struct Scratch {
     reqs: Vec<dlht::Request<u64, u64>>,
     resps: Vec<dlht::Response<u64>>,
     set_reqs: Vec<dlht::SetRequest<u64>>,
@@ -99,7 +98,7 @@ struct Scratch {
 }
 
 /// A lock table: a key is locked while present.
-trait LockTable: Sync {
+pub(crate) trait LockTable: Sync {
     fn name(&self) -> &'static str;
     /// Lock every key of `keys` (sorted, distinct) for `owner`, or none.
     fn lock(&self, keys: &[u64], owner: u64, s: &mut Scratch) -> Attempt;
@@ -266,7 +265,7 @@ impl LockTable for Papaya {
 
 /// A fresh lock table of system `name`, sized for the locks `threads`
 /// transactions of `locks` keys can hold at once.
-fn table(name: &str, threads: usize, locks: usize) -> Box<dyn LockTable> {
+pub(crate) fn table(name: &str, threads: usize, locks: usize) -> Box<dyn LockTable> {
     let n = (4 * threads * locks).max(1024);
     match name {
         "dlht" => Box::new(Dlht(dlht::Map::with_capacity(n))),
@@ -478,12 +477,7 @@ struct Row {
 
 /// The lock-manager study. True if a check failed.
 pub fn run(a: LockArgs) -> bool {
-    let machine = crate::harness::machine::Machine::describe();
-    println!("# dlht-bench locks: {}, allocator {}", machine.line(), crate::ALLOCATOR);
-    if let Some(bad) = a.systems.iter().find(|s| !SYSTEMS.contains(&s.as_str())) {
-        eprintln!("error: unknown system {bad} (known: {})", SYSTEMS.join(", "));
-        return true;
-    }
+    let Some(machine) = super::open_app("locks", &a.systems, &SYSTEMS) else { return true };
     let keys = if a.smoke { a.keys.min(1 << 10) } else { a.keys };
     let locks = a.locks_per_txn as usize;
     if locks as u64 * 2 > keys {
@@ -508,23 +502,11 @@ pub fn run(a: LockArgs) -> bool {
     for &threads in &counts {
         let p =
             Params { keys, locks, zipf: trace.as_ref(), threads, dur, stuck_after: Duration::from_secs(1) };
-        let mut got: Vec<Vec<Measured>> = tables.iter().map(|_| Vec::new()).collect();
-        for r in 0..rounds {
-            let order: Vec<usize> =
-                if r % 2 == 0 { (0..tables.len()).collect() } else { (0..tables.len()).rev().collect() };
-            for i in order {
-                let t = &*tables[i];
-                bar.set_message(format!("round {}/{rounds}: {} on {threads} threads", r + 1, t.name()));
-                match measure(t, p) {
-                    Ok(m) => got[i].push(m),
-                    Err(e) => {
-                        bar.println(format!("check failed on {threads} threads: {e}"));
-                        failed = true;
-                    }
-                }
-                bar.inc(1);
-            }
-        }
+        let name = |i: usize| tables[i].name().to_string();
+        let (got, bad) = super::measure_interleaved(&bar, rounds, threads, tables.len(), name, |i| {
+            measure(&*tables[i], p)
+        });
+        failed |= bad;
         for (t, ms) in tables.iter().zip(&got) {
             let Some(mops) = Spread::of(&ms.iter().map(|m| m.mops).collect::<Vec<_>>()) else { continue };
             let (commits, aborts) = ms.iter().fold((0, 0), |(c, a), m| (c + m.commits, a + m.aborts));
@@ -585,12 +567,8 @@ pub fn run(a: LockArgs) -> bool {
         a.zipf.map(|t| format!("Zipf θ = {t}")).unwrap_or_else(|| "uniform".into()),
         dur.as_secs_f64()
     );
-    let dir =
-        a.out.clone().unwrap_or_else(|| PathBuf::from(format!("dlht-results/locks-{}", machine.date_unix)));
-    write(&dir, "locks.csv", &csv);
-    write(&dir, "locks.json", &serde_json::to_string_pretty(&rows).unwrap_or_default());
-    println!("# results: {}", dir.join("locks.csv").display());
-    println!("# results: {}", dir.join("locks.json").display());
+    let json = serde_json::to_string_pretty(&rows).unwrap_or_default();
+    super::save_app(a.out, "locks", &machine, &[("locks.csv", csv), ("locks.json", json)]);
     failed
 }
 

@@ -5,8 +5,9 @@
 //! `profile` runs exact operation counts for callgrind; `sizes`,
 //! `counters`, `drain` and `memory` are their own harnesses over the
 //! allocator mode, the per-key atomics, memory coming back, and resident
-//! bytes per key over table sizes; `ycsb`, `join` and `locks` are the
-//! paper's applications (YCSB in process, a hash join, a lock manager); `server` runs memcached against
+//! bytes per key over table sizes; `ycsb`, `join`, `locks` and `smallbank`
+//! are the paper's applications (YCSB in process, a hash join, a lock
+//! manager, Smallbank's transactions); `server` runs memcached against
 //! dlht-server over loopback; `persist` sets the persistent map against
 //! the in-memory one and times recovery after kill -9; `persist-bytes`
 //! does the same for the byte map.
@@ -22,6 +23,7 @@ pub mod persist_bytes;
 pub mod profile;
 pub mod server;
 pub mod sizes;
+pub mod smallbank;
 pub mod ycsb;
 
 use crate::compare::workloads::Workload;
@@ -216,4 +218,67 @@ pub(crate) fn write(dir: &std::path::Path, name: &str, text: &str) {
     if let Err(e) = std::fs::create_dir_all(dir).and_then(|_| std::fs::write(dir.join(name), text)) {
         eprintln!("could not write {}: {e}", dir.join(name).display());
     }
+}
+
+/// An application study's opening: its header line, and its `--systems`
+/// checked against the `known` ones (None, with an error printed, for an
+/// unknown one).
+pub(crate) fn open_app(name: &str, systems: &[String], known: &[&str]) -> Option<Machine> {
+    let machine = Machine::describe();
+    println!("# dlht-bench {name}: {}, allocator {}", machine.line(), crate::ALLOCATOR);
+    if let Some(bad) = systems.iter().find(|s| !known.contains(&s.as_str())) {
+        eprintln!("error: unknown system {bad} (known: {})", known.join(", "));
+        return None;
+    }
+    Some(machine)
+}
+
+/// The order `systems` run in, in round `round` of interleaved rounds:
+/// forward, then backward, so that no system always runs first.
+pub(crate) fn round_order(systems: usize, round: usize) -> Vec<usize> {
+    if round % 2 == 0 {
+        (0..systems).collect()
+    } else {
+        (0..systems).rev().collect()
+    }
+}
+
+/// Write an application study's `files` (name, text) into `out`, or into
+/// `dlht-results/<name>-<date>`, and say where.
+pub(crate) fn save_app(out: Option<PathBuf>, name: &str, machine: &Machine, files: &[(&str, String)]) {
+    let dir = out.unwrap_or_else(|| PathBuf::from(format!("dlht-results/{name}-{}", machine.date_unix)));
+    for (file, text) in files {
+        write(&dir, file, text);
+        println!("# results: {}", dir.join(file).display());
+    }
+}
+
+/// An application study's measurements at `threads` threads: `measure(i)`
+/// for each of `systems` (named by `name(i)`) in `rounds` interleaved
+/// rounds, shown on `bar`; Err if a check failed (said on `bar`). The
+/// measurements of each system, and whether a check failed.
+pub(crate) fn measure_interleaved<M>(
+    bar: &crate::progress::Progress,
+    rounds: usize,
+    threads: usize,
+    systems: usize,
+    name: impl Fn(usize) -> String,
+    mut measure: impl FnMut(usize) -> Result<M, String>,
+) -> (Vec<Vec<M>>, bool) {
+    let mut got: Vec<Vec<M>> = (0..systems).map(|_| Vec::new()).collect();
+    let mut failed = false;
+    for r in 0..rounds {
+        for i in round_order(systems, r) {
+            bar.set_message(format!("round {}/{rounds}: {} on {threads} threads", r + 1, name(i)));
+            match measure(i) {
+                Ok(m) => got[i].push(m),
+                Err(e) => {
+                    bar.println(format!("check failed on {threads} threads: {e}"));
+                    failed = true;
+                }
+            }
+            bar.inc(1);
+        }
+    }
+    (got, failed)
 }

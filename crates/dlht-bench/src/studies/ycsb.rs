@@ -51,7 +51,6 @@ use crate::harness::keys::KeyStream;
 use crate::harness::limit::splitmix;
 use crate::harness::Spread;
 use crate::progress::Progress;
-use crate::studies::write;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 use std::cell::Cell;
@@ -1325,9 +1324,7 @@ type Rounds = Vec<Vec<Result<Point, String>>>;
 fn interleave(systems: &[Box<dyn Bench>], plan: &Plan<'_>, rounds: u32, bar: &Progress) -> Rounds {
     let mut out: Rounds = systems.iter().map(|_| Vec::new()).collect();
     for r in 0..rounds {
-        let order: Vec<usize> =
-            if r % 2 == 0 { (0..systems.len()).collect() } else { (0..systems.len()).rev().collect() };
-        for i in order {
+        for i in super::round_order(systems.len(), r as usize) {
             bar.set_message(format!(
                 "{} {} on {} thread(s), round {}/{rounds}: {}",
                 plan.workload.name(),
@@ -1465,10 +1462,6 @@ pub fn run(a: YcsbArgs) -> bool {
             Budget::Ops(n) => format!("{n} ops per thread"),
         }
     );
-    let dir =
-        a.out.clone().unwrap_or_else(|| PathBuf::from(format!("dlht-results/ycsb-{}", machine.date_unix)));
-    write(&dir, "ycsb.csv", &csv(&rows));
-    write(&dir, "ycsb-load.csv", &load_csv(&loads));
     let report = Report {
         seconds,
         ops_per_thread: ops,
@@ -1478,10 +1471,9 @@ pub fn run(a: YcsbArgs) -> bool {
         loads: &loads,
         rows: &rows,
     };
-    write(&dir, "ycsb.json", &serde_json::to_string_pretty(&report).unwrap_or_default());
-    println!("# results: {}", dir.join("ycsb.csv").display());
-    println!("# results: {}", dir.join("ycsb-load.csv").display());
-    println!("# results: {}", dir.join("ycsb.json").display());
+    let json = serde_json::to_string_pretty(&report).unwrap_or_default();
+    let files = [("ycsb.csv", csv(&rows)), ("ycsb-load.csv", load_csv(&loads)), ("ycsb.json", json)];
+    super::save_app(a.out, "ycsb", &machine, &files);
     failed
 }
 
