@@ -95,6 +95,11 @@ enum StudyCmd {
     /// lock manager (dlht, dashmap) or per-key atomics (dlht-atomics);
     /// committed txn/s and abort rates; money conserved, checked.
     Smallbank(studies::smallbank::SmallbankArgs),
+    /// TATP (paper §5.3.5): a home-location register's four tables and
+    /// seven transactions in the standard mix, call forwardings inserted by
+    /// shadow inserts; txn/s and success rate, dlht against dashmap;
+    /// referential integrity and whole rows checked.
+    Tatp(studies::tatp::TatpArgs),
     /// Resident bytes per key, 2^10 … 2^25 keys, grown from empty and
     /// presized, dlht against every Rust peer (each point a fresh process).
     Memory(studies::memory::MemoryArgs),
@@ -138,6 +143,7 @@ fn main() {
         Some(StudyCmd::Join(a)) => studies::join::run(a),
         Some(StudyCmd::Locks(a)) => studies::locks::run(a),
         Some(StudyCmd::Smallbank(a)) => studies::smallbank::run(a),
+        Some(StudyCmd::Tatp(a)) => studies::tatp::run(a),
         Some(StudyCmd::Server(a)) => studies::server::run(a),
         Some(StudyCmd::Persist(a)) => studies::persist::run(a),
         Some(StudyCmd::PersistBytes(a)) => studies::persist_bytes::run(a),

@@ -31,14 +31,11 @@
 //! committed transactions) and the abort rate (aborted attempts ÷ all
 //! attempts).
 
-use crate::compare;
 use crate::harness::keys::{KeyStream, ZipfCursor, ZipfTrace};
 use crate::harness::{self, Spread};
 use crate::progress::Progress;
-use crate::studies::join::{default_threads, thread_counts};
 use serde::Serialize;
 use std::fmt::Write as _;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -48,15 +45,8 @@ pub const SYSTEMS: [&str; 4] = ["dlht", "dlht-set", "dashmap", "papaya"];
 /// Options of the lock-manager study.
 #[derive(clap::Args, Clone, Debug)]
 pub struct LockArgs {
-    /// Seconds per measurement.
-    #[arg(long, default_value_t = 1.0, value_parser = compare::positive_seconds)]
-    pub seconds: f64,
-    /// Interleaved rounds.
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
-    pub rounds: u32,
-    /// Most threads: runs at 1, 2, 4, … and this many.
-    #[arg(long, default_value_t = default_threads())]
-    pub threads: usize,
+    #[command(flatten)]
+    pub run: super::RunArgs,
     /// Lockable keys.
     #[arg(long, default_value_t = 1 << 20, value_parser = clap::value_parser!(u64).range(2..=1 << 32))]
     pub keys: u64,
@@ -69,12 +59,6 @@ pub struct LockArgs {
     /// Systems, comma-separated (dlht, dlht-set, dashmap, papaya).
     #[arg(long, value_delimiter = ',', default_value = "dlht,dlht-set,dashmap,papaya")]
     pub systems: Vec<String>,
-    /// Folder for locks.csv and locks.json.
-    #[arg(long)]
-    pub out: Option<PathBuf>,
-    /// 2^10 keys, 0.05 s per measurement, one round, at most 2 threads.
-    #[arg(long)]
-    pub smoke: bool,
 }
 
 /// How an attempt to lock a transaction's keys ended.
@@ -478,15 +462,13 @@ struct Row {
 /// The lock-manager study. True if a check failed.
 pub fn run(a: LockArgs) -> bool {
     let Some(machine) = super::open_app("locks", &a.systems, &SYSTEMS) else { return true };
-    let keys = if a.smoke { a.keys.min(1 << 10) } else { a.keys };
+    let keys = a.run.keys(a.keys);
     let locks = a.locks_per_txn as usize;
     if locks as u64 * 2 > keys {
         eprintln!("error: {locks} locks per transaction need at least {} keys", 2 * locks);
         return true;
     }
-    let max_threads = if a.smoke { a.threads.clamp(1, 2) } else { a.threads.max(1) };
-    let dur = Duration::from_secs_f64(if a.smoke { 0.05 } else { a.seconds });
-    let rounds = if a.smoke { 1 } else { a.rounds as usize };
+    let super::Scale { threads: counts, max_threads, dur, rounds } = a.run.scale();
     let trace = match a.zipf.map(|theta| ZipfTrace::new(keys, theta, 1 << 22, 0x10C5)).transpose() {
         Ok(t) => t,
         Err(e) => {
@@ -494,7 +476,6 @@ pub fn run(a: LockArgs) -> bool {
             return true;
         }
     };
-    let counts = thread_counts(max_threads);
     let tables: Vec<Box<dyn LockTable>> = a.systems.iter().map(|s| table(s, max_threads, locks)).collect();
     let bar = Progress::new("Locking", (counts.len() * rounds * tables.len()) as u64, "steps");
     let mut rows = Vec::new();
@@ -568,7 +549,7 @@ pub fn run(a: LockArgs) -> bool {
         dur.as_secs_f64()
     );
     let json = serde_json::to_string_pretty(&rows).unwrap_or_default();
-    super::save_app(a.out, "locks", &machine, &[("locks.csv", csv), ("locks.json", json)]);
+    super::save_app(a.run.out, "locks", &machine, &[("locks.csv", csv), ("locks.json", json)]);
     failed
 }
 

@@ -5,12 +5,12 @@
 //! `profile` runs exact operation counts for callgrind; `sizes`,
 //! `counters`, `drain` and `memory` are their own harnesses over the
 //! allocator mode, the per-key atomics, memory coming back, and resident
-//! bytes per key over table sizes; `ycsb`, `join`, `locks` and `smallbank`
-//! are the paper's applications (YCSB in process, a hash join, a lock
-//! manager, Smallbank's transactions); `server` runs memcached against
-//! dlht-server over loopback; `persist` sets the persistent map against
-//! the in-memory one and times recovery after kill -9; `persist-bytes`
-//! does the same for the byte map.
+//! bytes per key over table sizes; `ycsb`, `join`, `locks`, `smallbank` and
+//! `tatp` are the paper's applications (YCSB in process, a hash join, a
+//! lock manager, Smallbank's and TATP's transactions); `server` runs
+//! memcached against dlht-server over loopback; `persist` sets the
+//! persistent map against the in-memory one and times recovery after
+//! kill -9; `persist-bytes` does the same for the byte map.
 
 pub mod baseline;
 pub mod counters;
@@ -24,6 +24,7 @@ pub mod profile;
 pub mod server;
 pub mod sizes;
 pub mod smallbank;
+pub mod tatp;
 pub mod ycsb;
 
 use crate::compare::workloads::Workload;
@@ -281,4 +282,99 @@ pub(crate) fn measure_interleaved<M>(
         }
     }
     (got, failed)
+}
+
+/// Options every transaction study shares (`locks`, `smallbank`, `tatp`).
+#[derive(clap::Args, Clone, Debug)]
+pub struct RunArgs {
+    /// Seconds per measurement.
+    #[arg(long, default_value_t = 1.0, value_parser = compare::positive_seconds)]
+    pub seconds: f64,
+    /// Interleaved rounds.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub rounds: u32,
+    /// Most threads: runs at 1, 2, 4, … and this many.
+    #[arg(long, default_value_t = join::default_threads())]
+    pub threads: usize,
+    /// Folder for the study's CSV and JSON files.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// At most 2^10 keys (customers, subscribers), 0.05 s per measurement,
+    /// one round, at most 2 threads.
+    #[arg(long)]
+    pub smoke: bool,
+}
+
+/// How long and how wide a transaction study runs.
+pub(crate) struct Scale {
+    /// Thread counts, doubling up to the most.
+    pub threads: Vec<usize>,
+    /// The most threads.
+    pub max_threads: usize,
+    /// Per measurement.
+    pub dur: std::time::Duration,
+    /// Interleaved rounds.
+    pub rounds: usize,
+}
+
+impl RunArgs {
+    /// The study's scale, smoke runs' smaller.
+    pub(crate) fn scale(&self) -> Scale {
+        let max_threads = if self.smoke { self.threads.clamp(1, 2) } else { self.threads.max(1) };
+        Scale {
+            threads: join::thread_counts(max_threads),
+            max_threads,
+            dur: std::time::Duration::from_secs_f64(if self.smoke { 0.05 } else { self.seconds }),
+            rounds: if self.smoke { 1 } else { self.rounds as usize },
+        }
+    }
+
+    /// `n` keys, or at most 2^10 in a smoke run.
+    pub(crate) fn keys(&self, n: u64) -> u64 {
+        if self.smoke {
+            n.min(1 << 10)
+        } else {
+            n
+        }
+    }
+}
+
+/// Build each of `systems` with `make` (Err: the fresh tables failed a
+/// check), shown on a bar as `what`, with the anonymous resident bytes each
+/// added ÷ `per`. None, said, if one failed.
+pub(crate) fn populate<T>(
+    systems: &[String],
+    per: u64,
+    what: &str,
+    mut make: impl FnMut(&str) -> Result<T, String>,
+) -> Option<Vec<(T, f64)>> {
+    let rss = || compare::proc_bytes("/proc/self/status", "RssAnon:").unwrap_or(0) as f64;
+    let bar = crate::progress::Progress::new("Populating", systems.len() as u64, "systems");
+    let mut built = Vec::new();
+    for s in systems {
+        bar.set_message(format!("{s}: {what}"));
+        let before = rss();
+        match make(s) {
+            Ok(t) => built.push((t, (rss() - before) / per.max(1) as f64)),
+            Err(e) => {
+                bar.println(format!("error: {s} after population: {e}"));
+                return None;
+            }
+        }
+        bar.inc(1);
+    }
+    Some(built)
+}
+
+/// The transaction kind a roll of 0..100 selects in `mix` (kinds with
+/// their shares in percent, summing to 100).
+pub(crate) fn pick_from_mix<K: Copy>(mix: &[(K, u64)], roll: u64) -> K {
+    let mut left = roll % 100;
+    for &(kind, share) in mix {
+        if left < share {
+            return kind;
+        }
+        left -= share;
+    }
+    mix[mix.len() - 1].0
 }

@@ -33,16 +33,13 @@
 //! (attempts retried), and the anonymous resident bytes each bank's tables
 //! added at population, per customer.
 
-use crate::compare;
 use crate::harness::keys::{ZipfCursor, ZipfTrace};
 use crate::harness::limit::splitmix;
 use crate::harness::{self, Spread};
 use crate::progress::Progress;
-use crate::studies::join::{default_threads, thread_counts};
 use crate::studies::locks::{self, Attempt, LockTable, Scratch};
 use serde::Serialize;
 use std::fmt::Write as _;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -52,15 +49,8 @@ pub const SYSTEMS: [&str; 3] = ["dlht", "dlht-atomics", "dashmap"];
 /// Options of the Smallbank study.
 #[derive(clap::Args, Clone, Debug)]
 pub struct SmallbankArgs {
-    /// Seconds per measurement.
-    #[arg(long, default_value_t = 1.0, value_parser = compare::positive_seconds)]
-    pub seconds: f64,
-    /// Interleaved rounds.
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
-    pub rounds: u32,
-    /// Most threads: runs at 1, 2, 4, … and this many.
-    #[arg(long, default_value_t = default_threads())]
-    pub threads: usize,
+    #[command(flatten)]
+    pub run: super::RunArgs,
     /// Customers (each a savings and a checking balance).
     #[arg(long, default_value_t = 10_000_000, value_parser = clap::value_parser!(u64).range(2..=1 << 31))]
     pub accounts: u64,
@@ -70,12 +60,6 @@ pub struct SmallbankArgs {
     /// Systems, comma-separated (dlht, dlht-atomics, dashmap).
     #[arg(long, value_delimiter = ',', default_value = "dlht,dlht-atomics,dashmap")]
     pub systems: Vec<String>,
-    /// Folder for smallbank.csv and smallbank.json.
-    #[arg(long)]
-    pub out: Option<PathBuf>,
-    /// 2^10 customers, 0.05 s per measurement, one round, at most 2 threads.
-    #[arg(long)]
-    pub smoke: bool,
 }
 
 /// Amounts, in cents (OLTPBench's).
@@ -425,15 +409,7 @@ impl Teller<'_> {
     /// The next transaction: its kind by the mix, its customers uniform
     /// (from `word`s) or from the Zipf trace.
     fn draw(&mut self, accounts: u64, mut word: impl FnMut() -> u64) -> Txn {
-        let mut pick = word() % 100;
-        let kind = MIX
-            .iter()
-            .find(|&&(_, p)| {
-                let hit = pick < p;
-                pick = pick.wrapping_sub(p);
-                hit
-            })
-            .map_or(Kind::Balance, |&(k, _)| k);
+        let kind = super::pick_from_mix(&MIX, word());
         let mut customer = || match &mut self.zipf {
             Some(z) => z.next_index() % accounts,
             None => word() % accounts,
@@ -574,10 +550,8 @@ struct Row {
 /// The Smallbank study. True if a check failed.
 pub fn run(a: SmallbankArgs) -> bool {
     let Some(machine) = super::open_app("smallbank", &a.systems, &SYSTEMS) else { return true };
-    let accounts = if a.smoke { a.accounts.min(1 << 10) } else { a.accounts };
-    let max_threads = if a.smoke { a.threads.clamp(1, 2) } else { a.threads.max(1) };
-    let dur = Duration::from_secs_f64(if a.smoke { 0.05 } else { a.seconds });
-    let rounds = if a.smoke { 1 } else { a.rounds as usize };
+    let accounts = a.run.keys(a.accounts);
+    let super::Scale { threads: counts, max_threads, dur, rounds } = a.run.scale();
     let trace = match a.zipf.map(|theta| ZipfTrace::new(accounts, theta, 1 << 22, 0x5ba2)).transpose() {
         Ok(t) => t,
         Err(e) => {
@@ -585,25 +559,19 @@ pub fn run(a: SmallbankArgs) -> bool {
             return true;
         }
     };
-    let counts = thread_counts(max_threads);
-    let bar = Progress::new("Populating", a.systems.len() as u64, "systems");
-    let mut banks: Vec<(Box<dyn Bank>, i64, f64)> = Vec::new();
-    let rss = || crate::compare::proc_bytes("/proc/self/status", "RssAnon:").unwrap_or(0) as f64;
-    for s in &a.systems {
-        bar.set_message(format!("{s}: {} balances", 2 * accounts));
-        let before = rss();
+    let initial = (0..2 * accounts).fold(0i64, |t, k| t.wrapping_add(initial_balance(k)));
+    let what = format!("{} balances", 2 * accounts);
+    let Some(built) = super::populate(&a.systems, accounts, &what, |s| {
         let b = bank(s, accounts, max_threads);
-        let bytes = (rss() - before) / accounts as f64;
-        let total = b.total();
-        let initial = (0..2 * accounts).fold(0i64, |t, k| t.wrapping_add(initial_balance(k)));
-        if total != initial {
-            eprintln!("error: {s}: the balances sum to {total} after population, not {initial}");
-            return true;
+        match b.total() {
+            total if total == initial => Ok(b),
+            total => Err(format!("the balances sum to {total}, not {initial}")),
         }
-        banks.push((b, total, bytes));
-        bar.inc(1);
-    }
-    drop(bar);
+    }) else {
+        return true;
+    };
+    let mut banks: Vec<(Box<dyn Bank>, i64, f64)> =
+        built.into_iter().map(|(b, bytes)| (b, initial, bytes)).collect();
     let bar = Progress::new("Banking", (counts.len() * rounds * banks.len()) as u64, "steps");
     let mut rows = Vec::new();
     let mut failed = false;
@@ -686,7 +654,7 @@ pub fn run(a: SmallbankArgs) -> bool {
         dur.as_secs_f64()
     );
     let json = serde_json::to_string_pretty(&rows).unwrap_or_default();
-    super::save_app(a.out, "smallbank", &machine, &[("smallbank.csv", csv), ("smallbank.json", json)]);
+    super::save_app(a.run.out, "smallbank", &machine, &[("smallbank.csv", csv), ("smallbank.json", json)]);
     failed
 }
 
