@@ -231,6 +231,10 @@ pub(crate) fn open_app(name: &str, systems: &[String], known: &[&str]) -> Option
         eprintln!("error: unknown system {bad} (known: {})", known.join(", "));
         return None;
     }
+    if let Some((i, twice)) = systems.iter().enumerate().find(|(i, s)| systems[..*i].contains(s)) {
+        eprintln!("error: system {twice} named twice (at {i})");
+        return None;
+    }
     Some(machine)
 }
 
@@ -341,7 +345,8 @@ impl RunArgs {
 
 /// Build each of `systems` with `make` (Err: the fresh tables failed a
 /// check), shown on a bar as `what`, with the anonymous resident bytes each
-/// added ÷ `per`. None, said, if one failed.
+/// added ÷ `per` (NaN below 2^16 `per`: the allocator's pages already held
+/// are most of it). None, said, if one failed.
 pub(crate) fn populate<T>(
     systems: &[String],
     per: u64,
@@ -355,7 +360,8 @@ pub(crate) fn populate<T>(
         bar.set_message(format!("{s}: {what}"));
         let before = rss();
         match make(s) {
-            Ok(t) => built.push((t, (rss() - before) / per.max(1) as f64)),
+            Ok(t) if per < 1 << 16 => built.push((t, f64::NAN)),
+            Ok(t) => built.push((t, (rss() - before) / per as f64)),
             Err(e) => {
                 bar.println(format!("error: {s} after population: {e}"));
                 return None;

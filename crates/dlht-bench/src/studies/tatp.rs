@@ -9,22 +9,27 @@
 //! (start times 0, 8, 16), as the specification populates them. A
 //! transaction that finds no row (a missing access-info type, an inactive
 //! facility, a call-forwarding key present or absent) fails as the
-//! specification expects (about 24%, 62.5%, 62.5%, 31% and 31% succeed
-//! where they can fail).
+//! specification's rules make it: 62.5% of GET_ACCESS_DATA and
+//! UPDATE_SUBSCRIBER_DATA succeed, about 31% of the call-forwarding
+//! inserts and deletes, and 14.8% of GET_NEW_DESTINATION (the
+//! specification quotes 23.9%, which its population and parameters, as
+//! read here, do not give); 74–75% of all.
 //!
-//! - `dlht`: subscribers in an [`AllocMap`](dlht::AllocMap) (a 48-byte
+//! - `dlht`: subscribers in an [`AllocMap`](dlht::AllocMap) (a 64-byte
 //!   row, replaced whole by `update`); access info, special facilities,
 //!   call forwarding and the `sub_nbr` index in [`Map<u64, u64>`](dlht::Map)s
 //!   (composite keys and packed rows); a call-forwarding row is inserted
-//!   with a shadow insert, committed once its facility is found;
+//!   with a shadow insert, committed at the transaction's end;
 //! - `dashmap`: the same tables as `DashMap`s (rows updated under the
 //!   shard's lock, inserts through `entry`).
 //!
 //! Checks (always on): after each measurement every call-forwarding row has
-//! its special facility (referential integrity), their number is the
-//! number before plus the inserts and minus the deletes that succeeded,
-//! every subscriber row is whole (a checksum over its fields that each
-//! update keeps) and every `sub_nbr` leads to its subscriber.
+//! its special facility (referential integrity), their number (counted,
+//! and as the table says) is the number before plus the inserts and minus
+//! the deletes that succeeded, every subscriber row is whole (a checksum
+//! over its fields that each update keeps), the updates the rows count add
+//! up to the updates that committed (a lost update falls short), and every
+//! `sub_nbr` leads to its subscriber.
 //!
 //! Reported per system and thread count: transactions per second (all, as
 //! attempted) and the share that succeeded, with the anonymous resident
@@ -78,11 +83,14 @@ const MIX: [(Kind, u64); 7] = [
 ];
 
 /// A subscriber's row: the specification's bit, hex and byte fields (30
-/// bytes), its locations, its number, and a checksum of the rest that every
-/// update keeps (a torn row fails it).
+/// bytes), its locations, its number, the updates it took (their sum over
+/// the rows must be the updates that committed: a lost update falls
+/// short), and a checksum of the rest that every update keeps (a torn row
+/// fails it).
 #[derive(Clone, Copy, Debug, Default)]
 struct Subscriber {
     fields: [u8; 30],
+    updates: u32,
     msc_location: u32,
     vlr_location: u32,
     sub_nbr: u64,
@@ -92,6 +100,7 @@ struct Subscriber {
 impl Subscriber {
     fn sum(&self) -> u64 {
         let mut h = splitmix(self.sub_nbr ^ (self.msc_location as u64) << 32 ^ self.vlr_location as u64);
+        h = splitmix(h ^ self.updates as u64);
         for c in self.fields.chunks(8) {
             let mut w = [0u8; 8];
             w[..c.len()].copy_from_slice(c);
@@ -103,6 +112,13 @@ impl Subscriber {
     fn sealed(mut self) -> Subscriber {
         self.check = self.sum();
         self
+    }
+
+    /// This row updated by `f`, counted and sealed.
+    fn updated(mut self, f: impl FnOnce(&mut Subscriber)) -> Subscriber {
+        f(&mut self);
+        self.updates = self.updates.wrapping_add(1);
+        self.sealed()
     }
 
     fn whole(&self) -> bool {
@@ -201,16 +217,31 @@ fn rows_of(s: u64) -> Rows {
     (sub.sealed(), ai, sf, cf)
 }
 
-/// What a transaction did: succeeded, and how it changed the number of
-/// call-forwarding rows.
+/// What a transaction did: succeeded, how it changed the number of
+/// call-forwarding rows, and the subscriber rows it updated.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Done {
     ok: bool,
     forwardings: i64,
+    updates: u64,
 }
 
-const FAILED: Done = Done { ok: false, forwardings: 0 };
-const OK: Done = Done { ok: true, forwardings: 0 };
+const FAILED: Done = Done { ok: false, forwardings: 0, updates: 0 };
+const OK: Done = Done { ok: true, forwardings: 0, updates: 0 };
+
+impl Done {
+    fn ok_if(ok: bool) -> Done {
+        Done { ok, ..FAILED }
+    }
+}
+
+/// What the checks count in the tables: call-forwarding rows, and the
+/// updates the subscriber rows took (mod 2^32 each, summed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+struct Counted {
+    forwardings: u64,
+    updates: u64,
+}
 
 /// A transaction's parameters, drawn per the specification.
 #[derive(Clone, Copy, Debug)]
@@ -231,9 +262,10 @@ struct Txn {
 trait Db: Sync {
     fn name(&self) -> &'static str;
     fn run(&self, t: &Txn) -> Done;
-    /// Call-forwarding rows, every one checked against its facility: Err
-    /// names the first problem found (when no thread runs).
-    fn check(&self, subscribers: u64) -> Result<u64, String>;
+    /// The tables checked (every call forwarding against its facility,
+    /// every subscriber row whole and indexed by its number) and counted:
+    /// Err names the first problem found (when no thread runs).
+    fn check(&self, subscribers: u64) -> Result<Counted, String>;
 }
 
 /// dlht's tables.
@@ -254,7 +286,7 @@ impl Db for Dlht {
             Kind::GetSubscriberData => {
                 let g = self.subscribers.guard();
                 let row = self.subscribers.get(&t.s, &g).expect("every subscriber is present");
-                std::hint::black_box(row);
+                std::hint::black_box(*row);
                 OK
             }
             Kind::GetNewDestination => {
@@ -267,81 +299,80 @@ impl Db for Dlht {
                             .get(&cf_key(t.s, t.t, slot))
                             .is_some_and(|r| cf_end_time(r) > t.end_time)
                     });
-                Done { ok: hit, forwardings: 0 }
+                Done::ok_if(hit)
             }
-            Kind::GetAccessData => {
-                Done { ok: self.access_info.get(&ai_key(t.s, t.t)).is_some(), forwardings: 0 }
-            }
+            Kind::GetAccessData => Done::ok_if(self.access_info.get(&ai_key(t.s, t.t)).is_some()),
             Kind::UpdateSubscriberData => {
                 let g = self.subscribers.guard();
-                self.subscribers.update(
-                    &t.s,
-                    |r| {
-                        let mut r = *r;
-                        r.fields[0] = t.data as u8 & 1;
-                        r.sealed()
-                    },
-                    &g,
-                );
+                let bit = t.data as u8 & 1;
+                self.subscribers.update(&t.s, |r| r.updated(|r| r.fields[0] = bit), &g).expect("present");
                 let ok = self
                     .facilities
                     .update(&sf_key(t.s, t.t), |row| sf_with_data_a(row, t.data as u8))
                     .is_some();
-                Done { ok, forwardings: 0 }
+                Done { updates: 1, ..Done::ok_if(ok) }
             }
             Kind::UpdateLocation => {
                 let s = self.numbers.get(&sub_nbr(t.s)).expect("every number is indexed");
                 let g = self.subscribers.guard();
-                self.subscribers.update(
-                    &s,
-                    |r| {
-                        let mut r = *r;
-                        r.vlr_location = t.data as u32;
-                        r.sealed()
-                    },
-                    &g,
-                );
-                OK
+                let vlr = t.data as u32;
+                self.subscribers.update(&s, |r| r.updated(|r| r.vlr_location = vlr), &g).expect("present");
+                Done { updates: 1, ..OK }
             }
             Kind::InsertCallForwarding => {
                 let s = self.numbers.get(&sub_nbr(t.s)).expect("every number is indexed");
-                // The forwarding's key is held (hidden, others' inserts of
-                // it wait) while the transaction reads the facilities; it
-                // commits once its facility is found.
-                let row = (8 * t.slot + 1 + t.data % 8) | (t.data >> 8) << 8;
-                let Ok(held) = self.forwarding.shadow_insert(cf_key(s, t.t, t.slot), row) else {
-                    return FAILED; // present, or held by another transaction
-                };
+                // The specification's order: the subscriber's facilities,
+                // then the insert, which fails without the facility (the
+                // foreign key) or over a present row (the primary key). The
+                // insert is a shadow insert, committed at the transaction's
+                // end, as inserts inside a transaction are.
                 let types = (1..=4).filter(|&ty| self.facilities.get(&sf_key(s, ty)).is_some()).count();
-                if types > 0 && self.facilities.get(&sf_key(s, t.t)).is_some() {
-                    held.commit();
-                    Done { ok: true, forwardings: 1 }
-                } else {
-                    held.abort();
-                    FAILED
+                if types == 0 || self.facilities.get(&sf_key(s, t.t)).is_none() {
+                    return FAILED;
+                }
+                let row = (8 * t.slot + 1 + t.data % 8) | (t.data >> 8) << 8;
+                match self.forwarding.shadow_insert(cf_key(s, t.t, t.slot), row) {
+                    Ok(held) => {
+                        held.commit();
+                        Done { forwardings: 1, ..OK }
+                    }
+                    Err(_) => FAILED, // present, or held by another transaction
                 }
             }
             Kind::DeleteCallForwarding => {
                 let s = self.numbers.get(&sub_nbr(t.s)).expect("every number is indexed");
                 let ok = self.forwarding.remove(&cf_key(s, t.t, t.slot)).is_some();
-                Done { ok, forwardings: -i64::from(ok) }
+                Done { forwardings: -i64::from(ok), ..Done::ok_if(ok) }
             }
         }
     }
-    fn check(&self, subscribers: u64) -> Result<u64, String> {
+    fn check(&self, subscribers: u64) -> Result<Counted, String> {
+        let mut c = Counted::default();
         for (k, _) in self.forwarding.iter() {
             if self.facilities.get(&(k >> 2)).is_none() {
                 return Err(format!("forwarding {k:#x} has no special facility"));
             }
+            c.forwardings += 1;
         }
         let g = self.subscribers.guard();
         for s in 1..=subscribers {
-            let whole = self.subscribers.get(&s, &g).is_some_and(|r| r.whole() && r.sub_nbr == sub_nbr(s));
-            if !whole || self.numbers.get(&sub_nbr(s)) != Some(s) {
-                return Err(format!("subscriber {s}: its row is torn or its number not indexed"));
+            let row = self.subscribers.get(&s, &g).filter(|r| r.whole() && r.sub_nbr == sub_nbr(s));
+            match row {
+                Some(r) if self.numbers.get(&sub_nbr(s)) == Some(s) => c.updates += r.updates as u64,
+                _ => return Err(format!("subscriber {s}: its row is torn or its number not indexed")),
             }
         }
-        Ok(self.forwarding.len() as u64)
+        lengths_agree(c.forwardings, self.forwarding.len())?;
+        Ok(c)
+    }
+}
+
+/// Err if the forwardings counted and the table's length differ.
+fn lengths_agree(counted: u64, len: usize) -> Result<(), String> {
+    if counted == len as u64 {
+        Ok(())
+    } else {
+        Err(format!("{counted} call forwardings iterated, the table says {len}"))
     }
 }
 
@@ -373,16 +404,13 @@ impl Db for Dash {
                             .get(&cf_key(t.s, t.t, slot))
                             .is_some_and(|r| cf_end_time(*r) > t.end_time)
                     });
-                Done { ok: hit, forwardings: 0 }
+                Done::ok_if(hit)
             }
-            Kind::GetAccessData => {
-                Done { ok: self.access_info.get(&ai_key(t.s, t.t)).is_some(), forwardings: 0 }
-            }
+            Kind::GetAccessData => Done::ok_if(self.access_info.get(&ai_key(t.s, t.t)).is_some()),
             Kind::UpdateSubscriberData => {
-                if let Some(mut r) = self.subscribers.get_mut(&t.s) {
-                    r.fields[0] = t.data as u8 & 1;
-                    *r = r.sealed();
-                }
+                let mut r = self.subscribers.get_mut(&t.s).expect("present");
+                *r = r.updated(|r| r.fields[0] = t.data as u8 & 1);
+                drop(r);
                 let ok = match self.facilities.get_mut(&sf_key(t.s, t.t)) {
                     Some(mut row) => {
                         *row = sf_with_data_a(*row, t.data as u8);
@@ -390,15 +418,13 @@ impl Db for Dash {
                     }
                     None => false,
                 };
-                Done { ok, forwardings: 0 }
+                Done { updates: 1, ..Done::ok_if(ok) }
             }
             Kind::UpdateLocation => {
                 let s = number();
-                if let Some(mut r) = self.subscribers.get_mut(&s) {
-                    r.vlr_location = t.data as u32;
-                    *r = r.sealed();
-                }
-                OK
+                let mut r = self.subscribers.get_mut(&s).expect("present");
+                *r = r.updated(|r| r.vlr_location = t.data as u32);
+                Done { updates: 1, ..OK }
             }
             Kind::InsertCallForwarding => {
                 let s = number();
@@ -410,7 +436,7 @@ impl Db for Dash {
                 match self.forwarding.entry(cf_key(s, t.t, t.slot)) {
                     dashmap::mapref::entry::Entry::Vacant(v) => {
                         v.insert(row);
-                        Done { ok: true, forwardings: 1 }
+                        Done { forwardings: 1, ..OK }
                     }
                     dashmap::mapref::entry::Entry::Occupied(_) => FAILED,
                 }
@@ -418,77 +444,92 @@ impl Db for Dash {
             Kind::DeleteCallForwarding => {
                 let s = number();
                 let ok = self.forwarding.remove(&cf_key(s, t.t, t.slot)).is_some();
-                Done { ok, forwardings: -i64::from(ok) }
+                Done { forwardings: -i64::from(ok), ..Done::ok_if(ok) }
             }
         }
     }
-    fn check(&self, subscribers: u64) -> Result<u64, String> {
+    fn check(&self, subscribers: u64) -> Result<Counted, String> {
+        let mut c = Counted::default();
         for e in self.forwarding.iter() {
             if !self.facilities.contains_key(&(e.key() >> 2)) {
                 return Err(format!("forwarding {:#x} has no special facility", e.key()));
             }
+            c.forwardings += 1;
         }
         for s in 1..=subscribers {
-            let whole = self.subscribers.get(&s).is_some_and(|r| r.whole() && r.sub_nbr == sub_nbr(s));
-            if !whole || self.numbers.get(&sub_nbr(s)).map(|v| *v) != Some(s) {
-                return Err(format!("subscriber {s}: its row is torn or its number not indexed"));
+            let row =
+                self.subscribers.get(&s).filter(|r| r.whole() && r.sub_nbr == sub_nbr(s)).map(|r| r.updates);
+            match row {
+                Some(u) if self.numbers.get(&sub_nbr(s)).map(|v| *v) == Some(s) => c.updates += u as u64,
+                _ => return Err(format!("subscriber {s}: its row is torn or its number not indexed")),
             }
         }
-        Ok(self.forwarding.len() as u64)
+        lengths_agree(c.forwardings, self.forwarding.len())?;
+        Ok(c)
     }
+}
+
+/// Room for `per` rows a subscriber of `n`.
+fn capacity(n: u64, per: f64) -> usize {
+    (n as f64 * per) as usize + 1024
+}
+
+/// `put` every subscriber's rows (ids 1..=n), on `threads` threads.
+fn fill(n: u64, threads: usize, put: &(dyn Fn(u64, Rows) + Sync)) {
+    let per = n.div_ceil(threads.max(1) as u64);
+    std::thread::scope(|sc| {
+        for t in 0..threads as u64 {
+            sc.spawn(move || {
+                for s in (1 + t * per)..=((t + 1) * per).min(n) {
+                    put(s, rows_of(s));
+                }
+            });
+        }
+    });
+}
+
+/// dlht's tables with `n` subscribers, populated by `threads` threads.
+/// (Expected rows: 2.5 access infos, 2.5 facilities, 3.75 forwardings a
+/// subscriber.)
+fn dlht_database(n: u64, threads: usize) -> Dlht {
+    let db = Dlht {
+        subscribers: dlht::AllocMap::with_capacity(n as usize),
+        access_info: dlht::Map::with_capacity(capacity(n, 2.5)),
+        facilities: dlht::Map::with_capacity(capacity(n, 2.5)),
+        forwarding: dlht::Map::with_capacity(capacity(n, 4.0)),
+        numbers: dlht::Map::with_capacity(n as usize),
+    };
+    fill(n, threads, &|s, (sub, ai, sf, cf)| {
+        let g = db.subscribers.guard();
+        assert!(db.subscribers.insert(s, sub, &g).is_ok(), "a fresh subscriber");
+        db.numbers.insert(sub.sub_nbr, s).expect("a fresh number");
+        for (k, v) in ai {
+            db.access_info.insert(k, v).expect("a fresh key");
+        }
+        for (k, v) in sf {
+            db.facilities.insert(k, v).expect("a fresh key");
+        }
+        for (k, v) in cf {
+            db.forwarding.insert(k, v).expect("a fresh key");
+        }
+    });
+    db
 }
 
 /// A database of system `name` with `n` subscribers, populated by
 /// `threads` threads.
 fn database(name: &str, n: u64, threads: usize) -> Box<dyn Db> {
-    // Expected rows: 2.5 access infos, 2.5 facilities, 3.75 forwardings.
-    let cap = |per: f64| (n as f64 * per) as usize + 1024;
-    let fill = |put: &(dyn Fn(u64, Rows) + Sync)| {
-        let per = n.div_ceil(threads as u64);
-        std::thread::scope(|sc| {
-            for t in 0..threads as u64 {
-                sc.spawn(move || {
-                    for s in (1 + t * per)..=((t + 1) * per).min(n) {
-                        put(s, rows_of(s));
-                    }
-                });
-            }
-        });
-    };
     match name {
-        "dlht" => {
-            let db = Dlht {
-                subscribers: dlht::AllocMap::with_capacity(n as usize),
-                access_info: dlht::Map::with_capacity(cap(2.5)),
-                facilities: dlht::Map::with_capacity(cap(2.5)),
-                forwarding: dlht::Map::with_capacity(cap(4.0)),
-                numbers: dlht::Map::with_capacity(n as usize),
-            };
-            fill(&|s, (sub, ai, sf, cf)| {
-                let g = db.subscribers.guard();
-                assert!(db.subscribers.insert(s, sub, &g).is_ok(), "a fresh subscriber");
-                db.numbers.insert(sub.sub_nbr, s).expect("a fresh number");
-                for (k, v) in ai {
-                    db.access_info.insert(k, v).expect("a fresh key");
-                }
-                for (k, v) in sf {
-                    db.facilities.insert(k, v).expect("a fresh key");
-                }
-                for (k, v) in cf {
-                    db.forwarding.insert(k, v).expect("a fresh key");
-                }
-            });
-            Box::new(db)
-        }
+        "dlht" => Box::new(dlht_database(n, threads)),
         "dashmap" => {
             let db = Dash {
                 subscribers: dashmap::DashMap::with_capacity(n as usize),
-                access_info: dashmap::DashMap::with_capacity(cap(2.5)),
-                facilities: dashmap::DashMap::with_capacity(cap(2.5)),
-                forwarding: dashmap::DashMap::with_capacity(cap(4.0)),
+                access_info: dashmap::DashMap::with_capacity(capacity(n, 2.5)),
+                facilities: dashmap::DashMap::with_capacity(capacity(n, 2.5)),
+                forwarding: dashmap::DashMap::with_capacity(capacity(n, 4.0)),
                 numbers: dashmap::DashMap::with_capacity(n as usize),
             };
-            fill(&|s, (sub, ai, sf, cf)| {
+            fill(n, threads, &|s, (sub, ai, sf, cf)| {
                 assert!(db.subscribers.insert(s, sub).is_none(), "a fresh subscriber");
                 db.numbers.insert(sub.sub_nbr, s);
                 for (k, v) in ai {
@@ -521,13 +562,15 @@ fn draw(subscribers: u64, mut word: impl FnMut() -> u64) -> Txn {
     }
 }
 
-/// What the threads count: transactions, those that succeeded, and the
-/// call-forwarding rows their inserts and deletes added.
+/// What the threads count: transactions, those that succeeded, and what
+/// they did to the tables (call forwardings added, subscriber rows
+/// updated).
 #[derive(Default)]
 struct Totals {
     txns: AtomicU64,
     ok: AtomicU64,
     forwardings: AtomicU64,
+    updates: AtomicU64,
 }
 
 /// A thread's tallies, added to the totals when it ends.
@@ -535,15 +578,18 @@ struct Tally<'a> {
     txns: u64,
     ok: u64,
     forwardings: i64,
+    updates: u64,
     totals: &'a Totals,
 }
 
 impl Drop for Tally<'_> {
     fn drop(&mut self) {
         // Relaxed: read after the measurement's threads are joined.
-        self.totals.txns.fetch_add(self.txns, Ordering::Relaxed);
-        self.totals.ok.fetch_add(self.ok, Ordering::Relaxed);
-        self.totals.forwardings.fetch_add(self.forwardings as u64, Ordering::Relaxed);
+        let t = self.totals;
+        t.txns.fetch_add(self.txns, Ordering::Relaxed);
+        t.ok.fetch_add(self.ok, Ordering::Relaxed);
+        t.forwardings.fetch_add(self.forwardings as u64, Ordering::Relaxed);
+        t.updates.fetch_add(self.updates, Ordering::Relaxed);
     }
 }
 
@@ -555,12 +601,12 @@ struct Measured {
     ok: u64,
 }
 
-/// Run transactions on `db` (holding `forwardings` call-forwarding rows)
-/// for `dur` on `threads` threads; Err if a check failed. `forwardings`
-/// becomes the number the checks found.
+/// Run transactions on `db` (whose tables count `counted`) for `dur` on
+/// `threads` threads; Err if a check failed. `counted` becomes what the
+/// checks counted.
 fn measure(
     db: &dyn Db,
-    forwardings: &mut u64,
+    counted: &mut Counted,
     subscribers: u64,
     threads: usize,
     dur: Duration,
@@ -571,29 +617,34 @@ fn measure(
         dur,
         subscribers,
         0x7a7e,
-        |_| Tally { txns: 0, ok: 0, forwardings: 0, totals: &totals },
+        |_| Tally { txns: 0, ok: 0, forwardings: 0, updates: 0, totals: &totals },
         |w| {
             let keys = &mut w.keys;
             let t = draw(subscribers, || keys.next_word());
             let d = db.run(&t);
-            w.state.txns += 1;
-            w.state.ok += u64::from(d.ok);
-            w.state.forwardings += d.forwardings;
+            let tally = &mut w.state;
+            tally.txns += 1;
+            tally.ok += u64::from(d.ok);
+            tally.forwardings += d.forwardings;
+            tally.updates += d.updates;
             1
         },
     );
     // Relaxed: the threads are joined.
-    let (txns, ok) = (totals.txns.load(Ordering::Relaxed), totals.ok.load(Ordering::Relaxed));
-    let expected = forwardings.wrapping_add(totals.forwardings.load(Ordering::Relaxed));
+    let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+    let expected = Counted {
+        forwardings: counted.forwardings.wrapping_add(load(&totals.forwardings)),
+        updates: counted.updates + load(&totals.updates),
+    };
     let found = db.check(subscribers).map_err(|e| format!("{}: {e}", db.name()))?;
-    *forwardings = found;
+    *counted = found;
     if found != expected {
         return Err(format!(
-            "{}: {found} call-forwarding rows, not the {expected} that the inserts and deletes leave",
+            "{}: the tables hold {found:?}, not the {expected:?} that the committed transactions leave",
             db.name()
         ));
     }
-    Ok(Measured { mtxn, txns, ok })
+    Ok(Measured { mtxn, txns: load(&totals.txns), ok: load(&totals.ok) })
 }
 
 /// One row of results.
@@ -620,11 +671,11 @@ pub fn run(a: TatpArgs) -> bool {
     let what = format!("{n} subscribers");
     let Some(built) = super::populate(&a.systems, n, &what, |s| {
         let db = database(s, n, max_threads);
-        db.check(n).map(|forwardings| (db, forwardings))
+        db.check(n).map(|counted| (db, counted))
     }) else {
         return true;
     };
-    let mut dbs: Vec<(Box<dyn Db>, u64, f64)> =
+    let mut dbs: Vec<(Box<dyn Db>, Counted, f64)> =
         built.into_iter().map(|((db, f), bytes)| (db, f, bytes)).collect();
     let bar = Progress::new("Transacting", (counts.len() * rounds * dbs.len()) as u64, "steps");
     let mut rows = Vec::new();
@@ -638,8 +689,8 @@ pub fn run(a: TatpArgs) -> bool {
             dbs.len(),
             |i| names[i].clone(),
             |i| {
-                let (db, forwardings, _) = &mut dbs[i];
-                measure(&**db, forwardings, n, threads, dur)
+                let (db, counted, _) = &mut dbs[i];
+                measure(&**db, counted, n, threads, dur)
             },
         );
         failed |= bad;
@@ -737,21 +788,51 @@ mod tests {
         // 2.5 access infos and facilities, 3.75 forwardings per subscriber.
         assert!((per(ai) - 2.5).abs() < 0.05 && (per(sf) - 2.5).abs() < 0.05, "{ai} {sf}");
         assert!((per(cf) - 3.75).abs() < 0.1, "{cf}");
-        // GET_ACCESS_DATA succeeds for 62.5% of types.
+        // Each kind's success on a fresh population, read only (the
+        // writes' by their own rows: a write here would change the next).
+        // GET_NEW_DESTINATION: 0.625 facilities × 0.85 active × 0.278 for a
+        // forwarding covering the times drawn = 0.148 (the specification
+        // quotes 23.9%, not reached by its population and parameters as
+        // read here).
         let db = database("dlht", 4096, 2);
         let mut w = 0u64;
-        let (mut tries, mut hits) = (0, 0);
-        for _ in 0..20_000 {
-            let mut t = draw(4096, || {
-                w += 1;
-                splitmix(w)
-            });
-            t.kind = Kind::GetAccessData;
-            tries += 1;
-            hits += u64::from(db.run(&t).ok);
+        for (kind, want) in [
+            (Kind::GetSubscriberData, 1.0),
+            (Kind::GetNewDestination, 0.148),
+            (Kind::GetAccessData, 0.625),
+            (Kind::UpdateSubscriberData, 0.625),
+        ] {
+            let hits = (0..40_000)
+                .filter(|_| {
+                    let mut t = draw(4096, || {
+                        w += 1;
+                        splitmix(w)
+                    });
+                    t.kind = kind;
+                    db.run(&t).ok
+                })
+                .count();
+            let rate = hits as f64 / 40_000.0;
+            assert!((rate - want).abs() < 0.015, "{kind:?} succeeded {rate}, {want} expected");
         }
-        let rate = hits as f64 / tries as f64;
-        assert!((rate - 0.625).abs() < 0.02, "GET_ACCESS_DATA succeeded {rate}");
+    }
+
+    /// An update lost (a row written back from a copy read before another
+    /// update committed) is caught by the rows' update counts.
+    #[test]
+    fn a_lost_update_is_caught() {
+        let db = dlht_database(64, 1);
+        let before = db.check(64).unwrap();
+        let g = db.subscribers.guard();
+        let stale = *db.subscribers.get(&1, &g).unwrap();
+        let t = Txn { kind: Kind::UpdateLocation, s: 1, t: 1, slot: 0, end_time: 1, data: 7 };
+        let committed = db.run(&t).updates;
+        // A second writer's update, computed from the row it read before.
+        assert!(db.subscribers.put(&1, stale.updated(|r| r.vlr_location = 9), &g).is_ok());
+        let after = db.check(64).unwrap();
+        assert_eq!(committed, 1);
+        assert_eq!(after.updates, before.updates + 1, "two updates committed, one counted");
+        assert_ne!(after.updates, before.updates + committed + 1);
     }
 
     /// A torn subscriber row (a field changed without its checksum, as an
