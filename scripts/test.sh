@@ -114,7 +114,7 @@ fi
 
 step "benchmark smoke runs (the comparison and each study)"
 cargo run --release -p dlht-bench -- --smoke --out target/dlht-bench-smoke
-for study in baseline batching hashers sizes counters drain memory ycsb join locks smallbank tatp; do
+for study in baseline batching hashers sizes counters drain memory ycsb join locks smallbank tatp kmer; do
   cargo run --release -p dlht-bench -- "$study" --smoke --out "target/dlht-bench-smoke-$study"
 done
 cargo run --release -p dlht-bench -- join --smoke --match-fraction 0.5 --out target/dlht-bench-smoke-join-half

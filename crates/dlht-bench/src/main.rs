@@ -100,6 +100,10 @@ enum StudyCmd {
     /// shadow inserts; txn/s and success rate, dlht against dashmap;
     /// referential integrity and whole rows checked.
     Tatp(studies::tatp::TatpArgs),
+    /// k-mer counting (DRAMHiT's skewed writes): every 32-mer of a
+    /// genome-like sequence (or a FASTA file) counted by fetch_add, batched
+    /// merges, and dashmap; every count checked.
+    Kmer(studies::kmer::KmerArgs),
     /// Resident bytes per key, 2^10 … 2^25 keys, grown from empty and
     /// presized, dlht against every Rust peer (each point a fresh process).
     Memory(studies::memory::MemoryArgs),
@@ -144,6 +148,7 @@ fn main() {
         Some(StudyCmd::Locks(a)) => studies::locks::run(a),
         Some(StudyCmd::Smallbank(a)) => studies::smallbank::run(a),
         Some(StudyCmd::Tatp(a)) => studies::tatp::run(a),
+        Some(StudyCmd::Kmer(a)) => studies::kmer::run(a),
         Some(StudyCmd::Server(a)) => studies::server::run(a),
         Some(StudyCmd::Persist(a)) => studies::persist::run(a),
         Some(StudyCmd::PersistBytes(a)) => studies::persist_bytes::run(a),

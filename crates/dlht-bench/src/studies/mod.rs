@@ -7,7 +7,8 @@
 //! allocator mode, the per-key atomics, memory coming back, and resident
 //! bytes per key over table sizes; `ycsb`, `join`, `locks`, `smallbank` and
 //! `tatp` are the paper's applications (YCSB in process, a hash join, a
-//! lock manager, Smallbank's and TATP's transactions); `server` runs
+//! lock manager, Smallbank's and TATP's transactions), and `kmer`
+//! DRAMHiT's skewed writes (k-mer counting); `server` runs
 //! memcached against dlht-server over loopback; `persist` sets the
 //! persistent map against the in-memory one and times recovery after
 //! kill -9; `persist-bytes` does the same for the byte map.
@@ -16,6 +17,7 @@ pub mod baseline;
 pub mod counters;
 pub mod drain;
 pub mod join;
+pub mod kmer;
 pub mod locks;
 pub mod memory;
 pub mod persist;
