@@ -118,15 +118,9 @@ fn for_kmers(seq: &[u8], from: usize, to: usize, mut f: impl FnMut(u64)) {
 /// Run `count(share)` for each thread's share of the k-mer positions of
 /// `seq`: seconds taken.
 fn timed_shares(seq: &[u8], threads: usize, count: impl Fn(usize, usize) + Sync) -> f64 {
-    let starts = seq.len().saturating_sub(K - 1);
-    let per = starts.div_ceil(threads.max(1));
+    let starts = seq.len().saturating_sub(K - 1) as u64;
     let t0 = Instant::now();
-    std::thread::scope(|s| {
-        for t in 0..threads {
-            let count = &count;
-            s.spawn(move || count(t * per, ((t + 1) * per).min(starts)));
-        }
-    });
+    super::in_shares(starts, threads, &|from, to| count(from as usize, to as usize));
     t0.elapsed().as_secs_f64()
 }
 

@@ -386,3 +386,16 @@ pub(crate) fn pick_from_mix<K: Copy>(mix: &[(K, u64)], roll: u64) -> K {
     }
     mix[mix.len() - 1].0
 }
+
+/// `f(from, to)` for each of `threads` contiguous shares of `0..n`, each
+/// on a thread of its own (a study's population, or its work split by
+/// position).
+pub(crate) fn in_shares(n: u64, threads: usize, f: &(dyn Fn(u64, u64) + Sync)) {
+    let threads = threads.max(1) as u64;
+    let per = n.div_ceil(threads);
+    std::thread::scope(|s| {
+        for t in 0..threads {
+            s.spawn(move || f((t * per).min(n), ((t + 1) * per).min(n)));
+        }
+    });
+}

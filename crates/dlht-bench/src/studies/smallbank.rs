@@ -216,16 +216,8 @@ trait Bank: Sync {
 /// runs start from the same bank).
 fn reset(b: &dyn Bank, accounts: u64, threads: usize) {
     let balances = b.balances();
-    for_keys(2 * accounts, threads, &|k| balances.set(k, initial_balance(k)));
-}
-
-/// `f` of every key of `0..n`, on `threads` threads.
-fn for_keys(n: u64, threads: usize, f: &(dyn Fn(u64) + Sync)) {
-    let per = n.div_ceil(threads.max(1) as u64);
-    std::thread::scope(|s| {
-        for t in 0..threads as u64 {
-            s.spawn(move || (t * per..((t + 1) * per).min(n)).for_each(f));
-        }
+    super::in_shares(2 * accounts, threads, &|from, to| {
+        (from..to).for_each(|k| balances.set(k, initial_balance(k)))
     });
 }
 
@@ -392,9 +384,11 @@ fn bank(name: &str, accounts: u64, threads: usize) -> Box<dyn Bank> {
     // The balances, then the account rows.
     let keys = 3 * accounts;
     let fill = |put: &(dyn Fn(u64, i64) + Sync)| {
-        for_keys(keys, threads, &|k| match k.checked_sub(2 * accounts) {
-            Some(c) => put(account(c), c as i64),
-            None => put(k, initial_balance(k)),
+        super::in_shares(keys, threads, &|from, to| {
+            (from..to).for_each(|k| match k.checked_sub(2 * accounts) {
+                Some(c) => put(account(c), c as i64),
+                None => put(k, initial_balance(k)),
+            })
         })
     };
     // A transaction holds at most two customers.

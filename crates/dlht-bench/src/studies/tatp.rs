@@ -476,16 +476,7 @@ fn capacity(n: u64, per: f64) -> usize {
 
 /// `put` every subscriber's rows (ids 1..=n), on `threads` threads.
 fn fill(n: u64, threads: usize, put: &(dyn Fn(u64, Rows) + Sync)) {
-    let per = n.div_ceil(threads.max(1) as u64);
-    std::thread::scope(|sc| {
-        for t in 0..threads as u64 {
-            sc.spawn(move || {
-                for s in (1 + t * per)..=((t + 1) * per).min(n) {
-                    put(s, rows_of(s));
-                }
-            });
-        }
-    });
+    super::in_shares(n, threads, &|from, to| (from + 1..=to).for_each(|s| put(s, rows_of(s))));
 }
 
 /// dlht's tables with `n` subscribers, populated by `threads` threads.

@@ -563,6 +563,9 @@ mod imp {
                 },
                 _ => (None, None),
             };
+            // The generations the map keeps; the others' files go after
+            // recovery.
+            let keep = [Some(&current), next.as_ref(), fallback.as_deref()].map(|i| i.map(|i| i.generation));
             // Everything checks out: from here the directory is changed.
             let crashed = h.state.load(Ordering::Relaxed) == OPEN;
             let mut report = super::recover::Report::default();
@@ -578,11 +581,7 @@ mod imp {
                 let retired: Vec<Index> = gens
                     .iter()
                     .filter(|&&old| {
-                        ![Some(&current), next.as_ref(), fallback.as_deref()]
-                            .into_iter()
-                            .flatten()
-                            .any(|i| i.generation == old)
-                            && super::recover::a_count_names(this.cells(), old)
+                        !keep.contains(&Some(old)) && super::recover::a_count_names(this.cells(), old)
                     })
                     .filter_map(|&old| open(old).ok().flatten())
                     .collect();
@@ -614,7 +613,6 @@ mod imp {
             for c in this.shadow_cells() {
                 c.hash.store(0, Ordering::Relaxed);
             }
-            let keep = [Some(&current), next.as_ref(), fallback.as_deref()].map(|i| i.map(|i| i.generation));
             for old in files::index_generations(this.dir.dir())? {
                 if !keep.contains(&Some(old)) {
                     files::remove(&this.dir.dir().join(files::index_file_name(old)));

@@ -89,6 +89,15 @@ struct Count {
 }
 
 impl Count {
+    /// True if `other` is a count of the same kind for the same pair in the
+    /// same slot (removes racing on one pair both record).
+    fn same_pair(&self, other: &Count) -> bool {
+        self.intent == other.intent
+            && self.record.slot == other.record.slot
+            && self.word == other.word
+            && self.record.adds == other.record.adds
+    }
+
     /// True if this count is for the pair `(_, word)` in slot `i` of bin
     /// `b` of `idx`, by an insert (`adds`) or a remove.
     fn is_for(&self, idx: &Index, b: usize, i: usize, word: u64, adds: bool) -> bool {
@@ -177,9 +186,8 @@ pub fn run(
             r.inserts_taken_back += 1;
             r.judged_in_retired += in_retired as usize;
         } else if !c.record.adds && k == bin.dead() {
-            let same = |o: &Count| o.intent == c.intent && o.record.slot == c.record.slot && o.word == c.word;
-            let counted_before = counts[..n].iter().any(|o| !o.record.adds && same(o));
-            if !counted_before && !counts.iter().any(|o| !o.record.adds && o.landed && same(o)) {
+            let counted_before = counts[..n].iter().any(|o| o.same_pair(c));
+            if !counted_before && !counts.iter().any(|o| o.landed && o.same_pair(c)) {
                 r.removes_uncounted += 1;
                 r.judged_in_retired += in_retired as usize;
             }
