@@ -146,6 +146,9 @@ fn cf_key(s: u64, sf_type: u64, slot: u64) -> u64 {
 
 /// A special facility's packed row: `is_active` (bit 0), `error_cntrl`
 /// (bits 8–15), `data_a` (16–23), `data_b` (24–63).
+fn sf_row(active: bool, rest: u64) -> u64 {
+    u64::from(active) | rest << 8
+}
 fn sf_active(row: u64) -> bool {
     row & 1 == 1
 }
@@ -153,6 +156,9 @@ fn sf_with_data_a(row: u64, data_a: u8) -> u64 {
     row & !(0xff << 16) | (data_a as u64) << 16
 }
 /// A call forwarding's packed row: `end_time` (bits 0–7), `numberx` (8–63).
+fn cf_row(end_time: u64, numberx: u64) -> u64 {
+    end_time | numberx << 8
+}
 fn cf_end_time(row: u64) -> u64 {
     row & 0xff
 }
@@ -202,8 +208,8 @@ fn rows_of(s: u64) -> Rows {
     let mut cf = Vec::new();
     for t in d.types(n) {
         // is_active: 85% of facilities.
-        let active = u64::from(d.below(100) < 85);
-        sf.push((sf_key(s, t), active | d.next() << 8));
+        let active = d.below(100) < 85;
+        sf.push((sf_key(s, t), sf_row(active, d.next())));
         let slots = d.below(4);
         let mut starts = [0u64, 1, 2];
         for i in (1..3).rev() {
@@ -211,7 +217,7 @@ fn rows_of(s: u64) -> Rows {
         }
         for &slot in &starts[..slots as usize] {
             let end = 8 * slot + 1 + d.below(8);
-            cf.push((cf_key(s, t, slot), end | d.next() << 8));
+            cf.push((cf_key(s, t, slot), cf_row(end, d.next())));
         }
     }
     (sub.sealed(), ai, sf, cf)
@@ -330,7 +336,7 @@ impl Db for Dlht {
                 if types == 0 || self.facilities.get(&sf_key(s, t.t)).is_none() {
                     return FAILED;
                 }
-                let row = (8 * t.slot + 1 + t.data % 8) | (t.data >> 8) << 8;
+                let row = cf_row(8 * t.slot + 1 + t.data % 8, t.data >> 8);
                 match self.forwarding.shadow_insert(cf_key(s, t.t, t.slot), row) {
                     Ok(held) => {
                         held.commit();
@@ -432,7 +438,7 @@ impl Db for Dash {
                 if types == 0 || !self.facilities.contains_key(&sf_key(s, t.t)) {
                     return FAILED;
                 }
-                let row = (8 * t.slot + 1 + t.data % 8) | (t.data >> 8) << 8;
+                let row = cf_row(8 * t.slot + 1 + t.data % 8, t.data >> 8);
                 match self.forwarding.entry(cf_key(s, t.t, t.slot)) {
                     dashmap::mapref::entry::Entry::Vacant(v) => {
                         v.insert(row);

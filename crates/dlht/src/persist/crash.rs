@@ -165,6 +165,8 @@ mod armed {
             // A stalled thread (`<point>:<n>:<ms>`): the others run on
             // meanwhile (a grow may finish and retire the index it was in),
             // as when the scheduler takes the thread off its core.
+            // Relaxed: stored inside `armed`'s one-time initialisation,
+            // which happens before every `armed()` that returns.
             let ms = STALL_MS.load(Ordering::Relaxed);
             if ms > 0 {
                 std::thread::sleep(std::time::Duration::from_millis(ms));
